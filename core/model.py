@@ -1,0 +1,210 @@
+"""The NumPy reference forward pass of a miniature Mixtral, readable top to bottom.
+
+Primitives first, then attention, the mixture of experts, one block, the whole model.
+Weights arrive as a flat dict under Hugging Face Mixtral state-dict names, PyTorch
+Linear orientation ([out_features, in_features]), so ``linear(x, w) = x @ w.T``.
+
+Everything is float32; every intermediate a panel shows is returned, not just logits.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from core.config import ModelConfig
+
+Weights = Mapping[str, np.ndarray]
+F32 = np.float32
+
+
+# ---------------------------------------------------------------- primitives
+
+def linear(x: np.ndarray, w: np.ndarray) -> np.ndarray:  # [T, in], [out, in] -> [T, out]
+    return x @ w.T
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:  # [T, D] -> [T, D]
+    # Mixtral's RMSNorm: no mean subtraction, no bias; eps inside the root.
+    variance = np.mean(x * x, axis=-1, keepdims=True)
+    return (x / np.sqrt(variance + F32(eps))).astype(F32) * w
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    # Subtracting the max keeps exp finite; -inf (masked) entries become exactly 0.
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def silu(x: np.ndarray) -> np.ndarray:
+    return x / (F32(1) + np.exp(-x))
+
+
+# ---------------------------------------------------------------- RoPE
+
+def rope_inv_freq(head_dim: int, theta: float) -> np.ndarray:  # -> [Dh/2]
+    # theta_i = base^(-2i/Dh): pair i turns by m * theta_i at position m; low i spins fast.
+    return (1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)).astype(F32)
+
+
+def rope_angles(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:  # [T] -> [T, Dh/2]
+    return positions.astype(F32)[:, None] * rope_inv_freq(head_dim, theta)[None, :]
+
+
+def rotate_half(x: np.ndarray) -> np.ndarray:  # [..., Dh] -> [..., Dh]
+    # The rotate-half pairing: dimension i turns together with dimension i + Dh/2.
+    half = x.shape[-1] // 2
+    return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+
+
+def apply_rope(x: np.ndarray, positions: np.ndarray, theta: float) -> np.ndarray:  # [H, T, Dh] -> [H, T, Dh]
+    angles = rope_angles(positions, x.shape[-1], theta)
+    cos = np.cos(np.concatenate([angles, angles], axis=-1))  # [T, Dh]
+    sin = np.sin(np.concatenate([angles, angles], axis=-1))
+    return x * cos + rotate_half(x) * sin
+
+
+# ---------------------------------------------------------------- attention
+
+def split_heads(x: np.ndarray, n_heads: int) -> np.ndarray:  # [T, n*Dh] -> [n, T, Dh]
+    t, width = x.shape
+    return x.reshape(t, n_heads, width // n_heads).transpose(1, 0, 2)
+
+
+def repeat_kv(x: np.ndarray, n_rep: int) -> np.ndarray:  # [Hkv, T, Dh] -> [Hkv*n_rep, T, Dh]
+    # Grouped-query attention: query head h reads key/value head h // n_rep.
+    return np.repeat(x, n_rep, axis=0)
+
+
+def causal_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [H, T, Dh] x2 -> [H, T, T]
+    t, head_dim = q.shape[1], q.shape[2]
+    scores = (q @ k.transpose(0, 2, 1)) / F32(np.sqrt(head_dim))
+    future = np.triu(np.ones((t, t), dtype=bool), k=1)  # key j > query i is not yet written
+    return np.where(future, F32(-np.inf), scores).astype(F32)
+
+
+def attention(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
+              head_mask: np.ndarray) -> dict[str, np.ndarray]:  # [T, D] -> parts, attn_out [T, D]
+    h, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
+    positions = np.arange(x.shape[0])
+    # QKV: one projection each; k and v may have fewer heads (GQA)
+    q = split_heads(linear(x, w[f"{p}.q_proj.weight"]), h)
+    k = repeat_kv(split_heads(linear(x, w[f"{p}.k_proj.weight"]), hkv), h // hkv)
+    v = repeat_kv(split_heads(linear(x, w[f"{p}.v_proj.weight"]), hkv), h // hkv)
+    # RoPE relative positional embeddings: rotate q and k, never v
+    q_rot = apply_rope(q, positions, cfg.rope_theta)
+    k_rot = apply_rope(k, positions, cfg.rope_theta)
+    # scaled, causally masked dot products, then softmax over keys
+    scores = causal_scores(q_rot, k_rot)
+    attn = softmax(scores)
+    # each head's weighted sum of values; the head mask scales a head's contribution
+    head_out = (attn @ v) * head_mask[:, None, None]  # [H, T, Dh]
+    concat = head_out.transpose(1, 0, 2).reshape(x.shape[0], -1)  # [T, H*Dh]
+    attn_out = linear(concat, w[f"{p}.o_proj.weight"])
+    return dict(q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot, scores=scores, attn=attn,
+                head_out=head_out, attn_out=attn_out)
+
+
+# ---------------------------------------------------------------- mixture of experts
+
+def swiglu_expert(x: np.ndarray, w: Weights, p: str) -> np.ndarray:  # [n, D] -> [n, D]
+    return linear(silu(linear(x, w[f"{p}.w1.weight"])) * linear(x, w[f"{p}.w3.weight"]), w[f"{p}.w2.weight"])
+
+
+def route(router_logits: np.ndarray, k: int,
+          override: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # [T, E] -> probs, ids [T, k], weights [T, k]
+    # Hugging Face order: softmax over all experts, keep the top k, renormalise them to sum 1.
+    # (mistral-inference takes the top k logits and softmaxes those: the same numbers.)
+    probs = softmax(router_logits)
+    ids = np.argsort(-router_logits, axis=-1, kind="stable")[:, :k].astype(np.int64)
+    if override is not None:  # a forced expert (>= 0) replaces the router's choice in that slot
+        ids = np.where(override >= 0, override, ids)
+    chosen = np.take_along_axis(probs, ids, axis=-1)
+    return probs, ids, chosen / chosen.sum(axis=-1, keepdims=True)
+
+
+def moe(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
+        override: np.ndarray | None) -> dict[str, np.ndarray]:  # [T, D] -> parts, moe_out [T, D]
+    router_logits = linear(x, w[f"{p}.gate.weight"])
+    router_probs, expert_ids, expert_weights = route(router_logits, cfg.num_experts_per_tok, override)
+    out = np.zeros_like(x)
+    for e in range(cfg.num_local_experts):  # sparse: each expert sees only the tokens routed to it
+        rows, slots = np.nonzero(expert_ids == e)
+        if rows.size:
+            y = swiglu_expert(x[rows], w, f"{p}.experts.{e}")
+            np.add.at(out, rows, expert_weights[rows, slots, None] * y)
+    return dict(router_logits=router_logits, router_probs=router_probs, expert_ids=expert_ids,
+                expert_weights=expert_weights, moe_out=out)
+
+
+# ---------------------------------------------------------------- block and model
+
+def block(h: np.ndarray, w: Weights, l: int, cfg: ModelConfig, head_mask: np.ndarray,
+          override: np.ndarray | None) -> dict[str, np.ndarray]:  # [T, D] -> parts, resid_post [T, D]
+    p = f"model.layers.{l}"
+    # pre-norm attention with a residual connection
+    attn_in = rms_norm(h, w[f"{p}.input_layernorm.weight"], cfg.rms_norm_eps)
+    a = attention(attn_in, w, f"{p}.self_attn", cfg, head_mask)
+    resid_mid = h + a["attn_out"]
+    # pre-norm mixture of experts with a residual connection
+    moe_in = rms_norm(resid_mid, w[f"{p}.post_attention_layernorm.weight"], cfg.rms_norm_eps)
+    m = moe(moe_in, w, f"{p}.block_sparse_moe", cfg, override)
+    return dict(attn_in=attn_in, **a, resid_mid=resid_mid, moe_in=moe_in, **m,
+                resid_post=resid_mid + m["moe_out"])
+
+
+def lm_head_weight(w: Weights, cfg: ModelConfig) -> np.ndarray:  # -> [V, D]
+    return w["model.embed_tokens.weight"] if cfg.tie_word_embeddings else w["lm_head.weight"]
+
+
+def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray | None = None,
+            expert_override: np.ndarray | None = None) -> dict:  # [T] -> {embed, layers: [...], final_norm, logits}
+    """Run the model on token ids; head_mask [L, H] scales heads, expert_override [L, T, k] forces experts (-1 = router's pick)."""
+    if head_mask is None:
+        head_mask = np.ones((cfg.num_hidden_layers, cfg.num_attention_heads), F32)
+    h = w["model.embed_tokens.weight"][ids]  # token embedding: one table row per id
+    embed, layers = h, []
+    for l in range(cfg.num_hidden_layers):
+        override = None if expert_override is None else expert_override[l]
+        layer = block(h, w, l, cfg, head_mask[l].astype(F32), override)
+        layers.append(layer)
+        h = layer["resid_post"]
+    final_norm = rms_norm(h, w["model.norm.weight"], cfg.rms_norm_eps)
+    return dict(embed=embed, layers=layers, final_norm=final_norm,
+                logits=linear(final_norm, lm_head_weight(w, cfg)))
+
+
+def weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every parameter's name and shape — the contract between trainer, exporter and loader."""
+    d, f, dh = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (cfg.vocab_size, d)}
+    for l in range(cfg.num_hidden_layers):
+        p = f"model.layers.{l}"
+        shapes[f"{p}.input_layernorm.weight"] = (d,)
+        shapes[f"{p}.self_attn.q_proj.weight"] = (cfg.num_attention_heads * dh, d)
+        shapes[f"{p}.self_attn.k_proj.weight"] = (cfg.num_key_value_heads * dh, d)
+        shapes[f"{p}.self_attn.v_proj.weight"] = (cfg.num_key_value_heads * dh, d)
+        shapes[f"{p}.self_attn.o_proj.weight"] = (d, cfg.num_attention_heads * dh)
+        shapes[f"{p}.post_attention_layernorm.weight"] = (d,)
+        shapes[f"{p}.block_sparse_moe.gate.weight"] = (cfg.num_local_experts, d)
+        for e in range(cfg.num_local_experts):
+            q = f"{p}.block_sparse_moe.experts.{e}"
+            shapes[f"{q}.w1.weight"] = (f, d)
+            shapes[f"{q}.w2.weight"] = (d, f)
+            shapes[f"{q}.w3.weight"] = (f, d)
+    shapes["model.norm.weight"] = (d,)
+    if not cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = (cfg.vocab_size, d)
+    return shapes
+
+
+def random_weights(cfg: ModelConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    """A randomly initialised model (norms at 1, linears ~ N(0, 1/fan_in)) for tests and the placeholder bundle."""
+    rng = np.random.default_rng(seed)
+    weights = {}
+    for name, shape in weight_shapes(cfg).items():
+        if len(shape) == 1:
+            weights[name] = np.ones(shape, F32)
+        else:
+            weights[name] = (rng.standard_normal(shape) / np.sqrt(shape[-1])).astype(F32)
+    return weights

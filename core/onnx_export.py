@@ -1,0 +1,204 @@
+"""Build model.onnx from weights with onnx.helper: the same math as core.model, as a graph.
+
+Weights are initializers under their Hugging Face names; every Trace field is a named
+output with a leading batch axis of 1. Two inputs have defaults (initializers that are
+also graph inputs), so a caller may leave them out:
+  head_mask        float32 [L, H]     1 keeps a head, 0 removes its contribution
+  expert_override  int64   [L, P, K]  -1 lets the router choose, e >= 0 forces expert e
+                                      (P = max_position_embeddings; the graph reads the first T rows)
+"""
+from __future__ import annotations
+
+import json
+from typing import Mapping
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from core.config import ModelConfig
+from core.model import rope_inv_freq, weight_shapes
+from core.trace import LAYER_FIELDS, MODEL_FIELDS
+
+OPSET = 17
+IR_VERSION = 9  # the newest IR that onnxruntime releases of the last years all read
+CONFIG_KEY = "glassbox.config"
+_FLOAT_TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64}
+
+
+class _Graph:
+    """A tiny builder: each op() call appends a node and returns its fresh output name."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
+
+    def op(self, op_type: str, *inputs: str, outputs: int = 1, name: str | None = None, **attrs):
+        self._count += 1
+        outs = [name or f"{op_type.lower()}_{self._count}"] if outputs == 1 else \
+            [f"{op_type.lower()}_{self._count}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
+        return outs[0] if outputs == 1 else outs
+
+    def const(self, value: np.ndarray, name: str | None = None) -> str:
+        self._count += 1
+        name = name or f"const_{self._count}"
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def i64(self, *values: int) -> str:
+        return self.const(np.array(values, np.int64))
+
+    def f32(self, value: float) -> str:
+        return self.const(np.array(value, np.float32))
+
+    # ------------------------------------------------ the primitives of core.model, as ops
+    def linear(self, x: str, w: str) -> str:  # [T, in] x [out, in] -> [T, out]
+        return self.op("Gemm", x, w, transB=1)
+
+    def rms_norm(self, x: str, w: str, eps: float) -> str:
+        variance = self.op("ReduceMean", self.op("Mul", x, x), axes=[-1], keepdims=1)
+        normed = self.op("Div", x, self.op("Sqrt", self.op("Add", variance, self.f32(eps))))
+        return self.op("Mul", normed, w)
+
+    def split_heads(self, x: str, n_heads: int, head_dim: int) -> str:  # [T, n*Dh] -> [n, T, Dh]
+        return self.op("Transpose", self.op("Reshape", x, self.i64(0, n_heads, head_dim)), perm=[1, 0, 2])
+
+    def repeat_kv(self, x: str, n_rep: int, n_heads: int, head_dim: int) -> str:  # [Hkv, T, Dh] -> [H, T, Dh]
+        if n_rep == 1:
+            return x
+        tiled = self.op("Expand", self.op("Unsqueeze", x, self.i64(1)), self.i64(1, n_rep, 1, 1))
+        return self.op("Reshape", tiled, self.i64(n_heads, -1, head_dim))
+
+    def rope(self, x: str, cos: str, sin: str, head_dim: int) -> str:  # [H, T, Dh] -> [H, T, Dh]
+        half = head_dim // 2
+        x1, x2 = self.op("Split", x, self.i64(half, half), outputs=2, axis=-1)
+        rotated = self.op("Concat", self.op("Neg", x2), x1, axis=-1)
+        return self.op("Add", self.op("Mul", x, cos), self.op("Mul", rotated, sin))
+
+    def silu(self, x: str) -> str:
+        return self.op("Mul", x, self.op("Sigmoid", x))
+
+
+def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """The whole forward pass of core.model.forward as an ONNX graph exposing every Trace field."""
+    cfg = config
+    check_weights(cfg, weights)
+    g = _Graph()
+    for name in weight_shapes(cfg):
+        g.const(np.asarray(weights[name], np.float32), name)
+    L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
+                        cfg.head_dim, cfg.num_experts_per_tok)
+    g.const(np.ones((L, H), np.float32), "head_mask")
+    g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
+    outputs: list[tuple[str, str, type, list]] = []  # (graph value, output name, dtype, dims)
+
+    def emit(value: str, out_name: str, dtype: type, dims: list) -> None:
+        g.op("Unsqueeze", value, g.i64(0), name=out_name)
+        outputs.append((out_name, out_name, dtype, [1] + dims))
+
+    ids = g.op("Squeeze", "input_ids", g.i64(0))                       # [T]
+    n_tokens = g.op("Shape", ids)                                        # [1] = T
+    positions = g.op("Range", g.const(np.array(0, np.int64)), g.op("Squeeze", n_tokens, g.i64(0)),
+                     g.const(np.array(1, np.int64)))                     # [T]
+    # causal mask: key j lies in the future of query i when j > i
+    future = g.op("Greater", g.op("Unsqueeze", positions, g.i64(0)), g.op("Unsqueeze", positions, g.i64(1)))
+    # RoPE tables, shared by all layers: angle m * theta_i, duplicated for the rotate-half layout
+    angles = g.op("Mul", g.op("Unsqueeze", g.op("Cast", positions, to=TensorProto.FLOAT), g.i64(1)),
+                  g.const(rope_inv_freq(Dh, cfg.rope_theta)[None, :]))
+    angles = g.op("Concat", angles, angles, axis=-1)                     # [T, Dh]
+    cos, sin = g.op("Cos", angles), g.op("Sin", angles)
+    scale = g.f32(np.sqrt(Dh))
+    minus_inf = g.f32(-np.inf)
+
+    h = g.op("Gather", "model.embed_tokens.weight", ids, axis=0)       # [T, D]
+    emit(h, "embed", np.float32, ["T", cfg.hidden_size])
+    for l in range(L):
+        p = f"model.layers.{l}"
+        parts: dict[str, str] = {}
+        # pre-norm attention
+        x = parts["attn_in"] = g.rms_norm(h, f"{p}.input_layernorm.weight", cfg.rms_norm_eps)
+        q = parts["q"] = g.split_heads(g.linear(x, f"{p}.self_attn.q_proj.weight"), H, Dh)
+        k = g.split_heads(g.linear(x, f"{p}.self_attn.k_proj.weight"), Hkv, Dh)
+        v = g.split_heads(g.linear(x, f"{p}.self_attn.v_proj.weight"), Hkv, Dh)
+        k = parts["k"] = g.repeat_kv(k, H // Hkv, H, Dh)
+        v = parts["v"] = g.repeat_kv(v, H // Hkv, H, Dh)
+        q_rot = parts["q_rot"] = g.rope(q, cos, sin, Dh)
+        k_rot = parts["k_rot"] = g.rope(k, cos, sin, Dh)
+        raw = g.op("Div", g.op("MatMul", q_rot, g.op("Transpose", k_rot, perm=[0, 2, 1])), scale)
+        scores = parts["scores"] = g.op("Where", future, minus_inf, raw)
+        attn = parts["attn"] = g.op("Softmax", scores, axis=-1)
+        mask_l = g.op("Reshape", g.op("Gather", "head_mask", g.i64(l), axis=0), g.i64(H, 1, 1))
+        head_out = parts["head_out"] = g.op("Mul", g.op("MatMul", attn, v), mask_l)
+        concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
+        attn_out = parts["attn_out"] = g.linear(concat, f"{p}.self_attn.o_proj.weight")
+        resid_mid = parts["resid_mid"] = g.op("Add", h, attn_out)
+        # pre-norm mixture of experts
+        x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
+        logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
+        probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
+        _, top_ids = g.op("TopK", logits, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
+        layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
+        forced = g.op("Slice", g.op("Gather", "expert_override", layer_index, axis=0), g.i64(0), n_tokens, g.i64(0))
+        ids_l = parts["expert_ids"] = g.op("Where", g.op("GreaterOrEqual", forced, g.i64(0)), forced, top_ids)
+        chosen = g.op("GatherElements", probs, ids_l, axis=1)
+        weights_l = parts["expert_weights"] = g.op("Div", chosen, g.op("ReduceSum", chosen, g.i64(1), keepdims=1))
+        # dense combine: a [T, E] matrix holding each token's weight for each expert (0 if not chosen)
+        zeros = g.op("ConstantOfShape", g.op("Shape", probs),
+                     value=numpy_helper.from_array(np.zeros(1, np.float32)))
+        combine = g.op("ScatterElements", zeros, ids_l, weights_l, axis=1, reduction="add")
+        expert_terms = []
+        for e in range(cfg.num_local_experts):
+            q_e = f"{p}.block_sparse_moe.experts.{e}"
+            hidden = g.op("Mul", g.silu(g.linear(x, f"{q_e}.w1.weight")), g.linear(x, f"{q_e}.w3.weight"))
+            column = g.op("Slice", combine, g.i64(e), g.i64(e + 1), g.i64(1))
+            expert_terms.append(g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column))
+        moe_out = parts["moe_out"] = g.op("Sum", *expert_terms) if len(expert_terms) > 1 else expert_terms[0]
+        h = parts["resid_post"] = g.op("Add", resid_mid, moe_out)
+        dims = _layer_dims(cfg)
+        for name, _, dtype in LAYER_FIELDS:
+            emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
+    final_norm = g.rms_norm(h, "model.norm.weight", cfg.rms_norm_eps)
+    emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
+    head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
+    emit(g.linear(final_norm, head), "logits", np.float32, ["T", cfg.vocab_size])
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
+        helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
+        helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+    ]
+    graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
+    graph = helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="glassbox", ir_version=IR_VERSION)
+    helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
+    return model
+
+
+def _layer_dims(cfg: ModelConfig) -> dict[str, list]:
+    sym = dict(T="T", D=cfg.hidden_size, H=cfg.num_attention_heads, Dh=cfg.head_dim,
+               E=cfg.num_local_experts, K=cfg.num_experts_per_tok, V=cfg.vocab_size)
+    return {name: [sym[s] for s in spec.split()] for name, spec, _ in LAYER_FIELDS + MODEL_FIELDS}
+
+
+def check_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> None:
+    """Raise ValueError naming the first parameter that is missing or has the wrong shape."""
+    for name, shape in weight_shapes(config).items():
+        if name not in weights:
+            raise ValueError(f"weights: {name} is missing")
+        if tuple(np.shape(weights[name])) != shape:
+            raise ValueError(f"weights: {name} has shape {tuple(np.shape(weights[name]))}, config says {shape}")
+
+
+def read_weights(model: onnx.ModelProto, config: ModelConfig) -> dict[str, np.ndarray]:
+    """The parameters stored in a model.onnx, as float32 arrays under their HF names."""
+    wanted = weight_shapes(config)
+    found = {t.name: t for t in model.graph.initializer if t.name in wanted}
+    weights = {name: numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
+    check_weights(config, weights)
+    return weights
+
+
+__all__ = ["build_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]

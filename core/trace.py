@@ -1,0 +1,200 @@
+"""Trace: everything one forward pass computed, as immutable NumPy arrays.
+
+Both runners fill the same fields; every panel reads only a Trace (and the selection).
+Per layer, H heads, T tokens, Dh head size, E experts, k experts per token:
+k and v are given per *query* head (grouped-query heads already repeated, as the
+attention uses them), so ``k[h]`` is the key matrix query head ``h`` attends with.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import numpy as np
+
+from core.config import ModelConfig
+
+# (field, shape in symbols, dtype) — the contract every runner meets, in ONNX output order.
+LAYER_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("attn_in", "T D", np.float32),        # RMSNorm(h): what attention reads
+    ("q", "H T Dh", np.float32),           # before RoPE
+    ("k", "H T Dh", np.float32),
+    ("v", "H T Dh", np.float32),
+    ("q_rot", "H T Dh", np.float32),       # after RoPE
+    ("k_rot", "H T Dh", np.float32),
+    ("scores", "H T T", np.float32),       # q_rot·k_rot/sqrt(Dh), -inf above the diagonal
+    ("attn", "H T T", np.float32),         # softmax of scores
+    ("head_out", "H T Dh", np.float32),    # attn @ v, times the head mask
+    ("attn_out", "T D", np.float32),       # o_proj of the concatenated heads
+    ("resid_mid", "T D", np.float32),
+    ("moe_in", "T D", np.float32),         # RMSNorm(resid_mid): what the router reads
+    ("router_logits", "T E", np.float32),
+    ("router_probs", "T E", np.float32),   # softmax over all experts
+    ("expert_ids", "T K", np.int64),       # chosen experts, best first
+    ("expert_weights", "T K", np.float32), # their probabilities renormalised to sum 1
+    ("moe_out", "T D", np.float32),
+    ("resid_post", "T D", np.float32),
+)
+MODEL_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("embed", "T D", np.float32),
+    ("final_norm", "T D", np.float32),
+    ("logits", "T V", np.float32),
+)
+
+
+class TraceError(ValueError):
+    """A Trace whose arrays do not match the model's shapes."""
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    a = np.asarray(a)
+    if a.flags.writeable:
+        a = a.copy()
+        a.setflags(write=False)
+    return a
+
+
+def output_names(num_layers: int) -> list[str]:
+    """The ONNX graph's output names, in order; trace.npz uses the same keys."""
+    names = ["embed"]
+    for l in range(num_layers):
+        names += [f"layers.{l}.{name}" for name, _, _ in LAYER_FIELDS]
+    return names + ["final_norm", "logits"]
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    attn_in: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    v: np.ndarray
+    q_rot: np.ndarray
+    k_rot: np.ndarray
+    scores: np.ndarray
+    attn: np.ndarray
+    head_out: np.ndarray
+    attn_out: np.ndarray
+    resid_mid: np.ndarray
+    moe_in: np.ndarray
+    router_logits: np.ndarray
+    router_probs: np.ndarray
+    expert_ids: np.ndarray
+    expert_weights: np.ndarray
+    moe_out: np.ndarray
+    resid_post: np.ndarray
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, _frozen(getattr(self, f.name)))
+
+
+@dataclass(frozen=True)
+class Trace:
+    config: ModelConfig
+    input_ids: np.ndarray                 # [T] int64
+    embed: np.ndarray                     # [T, D]
+    layers: tuple[LayerTrace, ...]
+    final_norm: np.ndarray                # [T, D]
+    logits: np.ndarray                    # [T, V]
+    head_mask: np.ndarray                 # [L, H] the intervention this run used
+    expert_override: np.ndarray           # [L, T, K] int64, -1 where the router chose
+    backend: str = "numpy"
+    elapsed_s: float = 0.0
+    tokens: tuple[str, ...] = ()          # display label per position (filled by the session)
+    text: str = ""                        # the analysed text (after truncation)
+    truncated_chars: int = 0              # how many characters past the context were not analysed
+    tokenization: Any = field(default=None, repr=False, compare=False)  # core.tokenizer.Tokenization of `text`
+    weights: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("input_ids", "embed", "final_norm", "logits", "head_mask", "expert_override"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "layers", tuple(self.layers))
+        object.__setattr__(self, "tokens", tuple(self.tokens))
+        object.__setattr__(self, "weights", MappingProxyType(dict(self.weights)))
+
+    # ---------------------------------------------------------- shape facts
+    @property
+    def n_tokens(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def num_heads(self) -> int:
+        return self.config.num_attention_heads
+
+    def label(self, position: int) -> str:
+        return self.tokens[position] if position < len(self.tokens) else f"#{int(self.input_ids[position])}"
+
+    def labels(self) -> list[str]:
+        return [self.label(i) for i in range(self.n_tokens)]
+
+    def next_token_probs(self, position: int = -1, temperature: float = 1.0) -> np.ndarray:  # -> [V]
+        z = self.logits[position].astype(np.float64) / max(temperature, 1e-6)
+        z = np.exp(z - z.max())
+        return z / z.sum()
+
+    def with_text(self, tokens: tuple[str, ...], text: str = "", truncated_chars: int = 0,
+                  tokenization: Any = None) -> "Trace":
+        return replace(self, tokens=tuple(tokens), text=text, truncated_chars=truncated_chars,
+                       tokenization=tokenization)
+
+    # ---------------------------------------------------------- validation
+    def _symbols(self) -> dict[str, int]:
+        c = self.config
+        return dict(T=self.n_tokens, D=c.hidden_size, H=c.num_attention_heads, Dh=c.head_dim,
+                    E=c.num_local_experts, K=c.num_experts_per_tok, V=c.vocab_size)
+
+    def validate(self) -> "Trace":
+        """Check every array's shape and dtype against the config; raise TraceError naming the first bad one."""
+        sym = self._symbols()
+        expect = lambda spec: tuple(sym[s] for s in spec.split())  # noqa: E731
+        _check("input_ids", self.input_ids, (sym["T"],), np.int64)
+        if len(self.layers) != self.config.num_hidden_layers:
+            raise TraceError(f"trace has {len(self.layers)} layers, config says {self.config.num_hidden_layers}")
+        for name, spec, dtype in MODEL_FIELDS:
+            _check(name, getattr(self, name), expect(spec), dtype)
+        for l, layer in enumerate(self.layers):
+            for name, spec, dtype in LAYER_FIELDS:
+                _check(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
+        _check("head_mask", self.head_mask, (self.num_layers, sym["H"]), np.float32)
+        _check("expert_override", self.expert_override, (self.num_layers, sym["T"], sym["K"]), np.int64)
+        if self.tokens and len(self.tokens) != sym["T"]:
+            raise TraceError(f"trace has {len(self.tokens)} token labels for {sym['T']} tokens")
+        return self
+
+    # ---------------------------------------------------------- raw numbers
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Every field under its ONNX output name (no batch axis), plus input_ids: what trace.npz holds."""
+        arrays: dict[str, np.ndarray] = {"input_ids": self.input_ids, "embed": self.embed}
+        for l, layer in enumerate(self.layers):
+            for name, _, _ in LAYER_FIELDS:
+                arrays[f"layers.{l}.{name}"] = getattr(layer, name)
+        arrays["final_norm"] = self.final_norm
+        arrays["logits"] = self.logits
+        arrays["head_mask"] = self.head_mask
+        arrays["expert_override"] = self.expert_override
+        return arrays
+
+    @classmethod
+    def from_outputs(cls, config: ModelConfig, input_ids: np.ndarray, outputs: Mapping[str, np.ndarray],
+                     **extra: Any) -> "Trace":
+        """Assemble a Trace from arrays keyed by output name (batch axis already removed)."""
+        layers = tuple(
+            LayerTrace(**{name: outputs[f"layers.{l}.{name}"] for name, _, _ in LAYER_FIELDS})
+            for l in range(config.num_hidden_layers))
+        return cls(config=config, input_ids=np.asarray(input_ids, np.int64), embed=outputs["embed"],
+                   layers=layers, final_norm=outputs["final_norm"], logits=outputs["logits"], **extra)
+
+
+def _check(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> None:
+    if not isinstance(a, np.ndarray):
+        raise TraceError(f"{name}: expected a NumPy array, got {type(a).__name__}")
+    if a.shape != shape:
+        raise TraceError(f"{name}: shape {a.shape}, expected {shape}")
+    if a.dtype != dtype:
+        raise TraceError(f"{name}: dtype {a.dtype}, expected {np.dtype(dtype).name}")

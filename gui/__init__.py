@@ -1,0 +1,1 @@
+"""Glassbox GUI: PySide6 + pyqtgraph. Imports core, never the reverse; stays thin."""

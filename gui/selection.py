@@ -1,0 +1,31 @@
+"""The one selection all panels share: a layer, a head, a query token and a key token."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Selection:
+    layer: int = 0
+    head: int = 0
+    query: int | None = None   # token position; None means the last token
+    key: int | None = None     # token position; None means the query's own position
+
+    def query_index(self, n_tokens: int) -> int:
+        """The query position resolved against a sentence of n_tokens (clamped)."""
+        if n_tokens <= 0:
+            return 0
+        return n_tokens - 1 if self.query is None else max(0, min(self.query, n_tokens - 1))
+
+    def key_index(self, n_tokens: int) -> int:
+        q = self.query_index(n_tokens)
+        return q if self.key is None else max(0, min(self.key, q))
+
+    def updated(self, **changes) -> "Selection":
+        return replace(self, **changes)
+
+    def clamped(self, num_layers: int, num_heads: int, n_tokens: int) -> "Selection":
+        """Keep the selection inside a (possibly smaller) new model or sentence."""
+        query = None if self.query is None or self.query >= n_tokens else self.query
+        key = None if self.key is None or query is None or self.key > query else self.key
+        return Selection(min(self.layer, num_layers - 1), min(self.head, num_heads - 1), query, key)
