@@ -1,6 +1,8 @@
 """Turning next-token logits into a choice: temperature, top-k, top-p, greedy, and generation.
 
 The Next-token panel shows exactly the distribution these functions sample from.
+The settings apply in the order Hugging Face ``transformers`` uses: divide the logits by the
+temperature, keep the top-k, then keep the nucleus (top-p) of what top-k left, renormalised.
 """
 from __future__ import annotations
 
@@ -9,39 +11,72 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+MIN_TEMPERATURE = 1e-6  # temperature 0 means "as sharp as possible", not a division by zero
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
     temperature: float = 1.0   # divides the logits; -> 0 approaches greedy
     top_k: int = 0             # keep the k most likely tokens; 0 keeps all
     top_p: float = 1.0         # keep the smallest set whose probability reaches p (nucleus)
-    greedy: bool = False       # always take the most likely token
-    seed: int = 0
+    greedy: bool = False       # always take the most likely token (temperature, top-k, top-p ignored)
+    seed: int = 0              # the generator's seed: the same seed gives the same tokens
 
 
 def softmax(logits: np.ndarray, temperature: float = 1.0) -> np.ndarray:  # [V] -> [V]
-    z = np.asarray(logits, np.float64) / max(float(temperature), 1e-6)
+    z = np.asarray(logits, np.float64) / max(float(temperature), MIN_TEMPERATURE)
     z = np.exp(z - z.max())
     return z / z.sum()
+
+
+def ranked(logits: np.ndarray) -> np.ndarray:  # [V] -> [V] token ids, most likely first
+    """Ids by falling logit (= falling probability at any temperature); ties keep the lower id first.
+
+    Ranking the logits rather than probabilities keeps the order exact where a low temperature
+    underflows many probabilities to the same 0.
+    """
+    return np.argsort(-np.asarray(logits, np.float64), kind="stable")
+
+
+def _nucleus_size(sorted_probs: np.ndarray, top_p: float) -> int:
+    """How many of the (falling) probabilities the smallest prefix reaching top_p needs; at least 1."""
+    running = np.cumsum(sorted_probs / sorted_probs.sum())
+    return min(len(running), int(np.searchsorted(running, top_p)) + 1)
 
 
 def candidate_distribution(logits: np.ndarray, s: SamplingSettings) -> np.ndarray:  # [V] -> [V]
     """The probabilities sampling draws from: zero for every token the settings rule out, renormalised."""
     probs = softmax(logits, s.temperature)
+    order = ranked(logits)
     if s.greedy:
-        keep = np.zeros_like(probs, bool)
-        keep[int(np.argmax(probs))] = True
+        kept = order[:1]
     else:
-        order = np.argsort(-probs, kind="stable")
-        keep = np.zeros_like(probs, bool)
-        n = len(order) if s.top_k <= 0 else min(s.top_k, len(order))
-        kept = order[:n]
-        if s.top_p < 1.0:  # the nucleus: tokens until the running total first reaches p
-            running = np.cumsum(probs[kept])
-            kept = kept[: int(np.searchsorted(running, s.top_p) + 1)]
-        keep[kept] = True
-    out = np.where(keep, probs, 0.0)
+        kept = order if s.top_k <= 0 else order[: s.top_k]
+        if s.top_p < 1.0:
+            kept = kept[: _nucleus_size(probs[kept], s.top_p)]
+    out = np.zeros_like(probs)
+    out[kept] = probs[kept]
     return out / out.sum()
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The n most likely next tokens, as the Next-token panel draws and exports them."""
+    ids: np.ndarray          # [n] int64, most likely first
+    probability: np.ndarray  # [n] softmax of the logits at temperature 1
+    after: np.ndarray        # [n] candidate_distribution under the settings (0: sampling cannot pick it)
+
+    @property
+    def in_sampling_set(self) -> np.ndarray:  # [n] bool
+        return self.after > 0
+
+
+def top_candidates(logits: np.ndarray, s: SamplingSettings, n: int) -> Candidates:  # [V] -> n rows
+    """The n most likely tokens (temperature never changes their order)."""
+    probability = softmax(logits)
+    ids = ranked(logits)[: max(0, n)]
+    after = candidate_distribution(logits, s)
+    return Candidates(ids.astype(np.int64), probability[ids], after[ids])
 
 
 def choose(logits: np.ndarray, s: SamplingSettings, rng: np.random.Generator) -> int:

@@ -1,7 +1,8 @@
 """Text in, Trace out: tokenize, cut to the context, run, attach the labels panels show."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import weakref
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -29,6 +30,22 @@ def prepare_text(tokenizer: BPETokenizer, text: str, max_tokens: int) -> Prepare
     return Prepared(kept, len(full.text) - len(kept.text))
 
 
+_VOCAB_LABELS: "weakref.WeakKeyDictionary[BPETokenizer, tuple[str, ...]]" = weakref.WeakKeyDictionary()
+
+
+def vocab_labels(tokenizer: BPETokenizer) -> tuple[str, ...]:  # -> [V]
+    """The readable label of every vocab id ("‹e8 ae›" for byte fragments), computed once per tokenizer."""
+    labels = _VOCAB_LABELS.get(tokenizer)
+    if labels is None:
+        labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(i)) for i in range(tokenizer.vocab_size))
+        _VOCAB_LABELS[tokenizer] = labels
+    return labels
+
+
+def _with_vocab_labels(trace: Trace, tokenizer: BPETokenizer) -> Trace:
+    return replace(trace, vocab_labels=vocab_labels(tokenizer))
+
+
 def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None) -> Trace:
     """The whole pipeline for one sentence. Raises ValueError for text with no tokens."""
     bundle = runner.bundle
@@ -41,7 +58,8 @@ def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None) 
         override = np.asarray(expert_override)[:, : len(tokenization.tokens)]
     trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override)
     labels = tuple(token.display for token in tokenization.tokens)
-    return trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
+    trace = trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
+    return _with_vocab_labels(trace, bundle.tokenizer)
 
 
 def run_ids(runner: Runner, ids, *, head_mask=None, expert_override=None) -> Trace:
@@ -56,4 +74,4 @@ def _label_by_id(runner: Runner, ids, head_mask, expert_override) -> Trace:
     tokenizer = runner.bundle.tokenizer
     trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override)
     labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(int(i))) for i in ids)
-    return trace.with_text(labels, tokenizer.decode(list(ids)))
+    return _with_vocab_labels(trace.with_text(labels, tokenizer.decode(list(ids))), tokenizer)

@@ -49,10 +49,12 @@ __all__ = [
     "Tokenization",
     "BYTE_DECODER",
     "BYTE_ENCODER",
+    "bytes_to_piece",
     "bytes_to_unicode",
     "clean_text",
     "display_bytes",
     "display_piece",
+    "piece_to_bytes",
     "pretokenize",
 ]
 
@@ -370,6 +372,9 @@ class BPETokenizer:
                     raise ValueError(f"merge #{rank} ({a!r}, {b!r}) uses unknown piece {p!r}")
             key = (self.vocab[a], self.vocab[b])
             self._ranks.setdefault(key, (rank, self.vocab[a + b]))
+        self._rank_pairs: dict[int, tuple[int, int, int]] = {
+            rank: (a, b, c) for (a, b), (rank, c) in self._ranks.items()
+        }
 
         self._special_re = None
         if self.special_tokens:
@@ -439,15 +444,43 @@ class BPETokenizer:
         return best
 
     def _bpe_word(self, word: str) -> tuple[int, ...]:
-        """BPE one pre-token: merge the lowest-rank pair (all its occurrences) until none is left."""
+        """BPE one pre-token: merge the lowest-rank pair (all its occurrences, left to right)
+        until no pair has a rank.
+
+        Same result as repeating ``_lowest_pair`` + ``_merge_pair`` (which
+        ``encode_traced`` does), but a heap of (rank, position) and a linked list
+        make a long word O(n log n) instead of O(n^2).
+        """
         syms = [self._byte_ids[b] for b in word.encode("utf-8")]
-        while len(syms) > 1:
-            best = self._lowest_pair(syms)
-            if best is None:
-                break
-            a, b = syms[best[1]], syms[best[1] + 1]
-            syms, _ = _merge_pair(syms, a, b, self._ranks[(a, b)][1])
-        return tuple(syms)
+        n = len(syms)
+        if n < 2:
+            return tuple(syms)
+        ranks, pairs = self._ranks, self._rank_pairs
+        nxt = list(range(1, n + 1))  # n means "no next symbol"
+        prv = list(range(-1, n - 1))
+        heap = [(r[0], i) for i, p in enumerate(zip(syms, syms[1:])) if (r := ranks.get(p)) is not None]
+        heapq.heapify(heap)
+        while heap:
+            rank = heap[0][0]
+            a, b, c = pairs[rank]
+            merged_at: list[int] = []
+            while heap and heap[0][0] == rank:  # pops in position order: left to right
+                i = heapq.heappop(heap)[1]
+                j = nxt[i]
+                if syms[i] != a or j >= n or syms[j] != b:
+                    continue  # stale entry, or overlapped by the merge just left of it
+                syms[i], syms[j] = c, -1
+                nxt[i] = nxt[j]
+                if nxt[i] < n:
+                    prv[nxt[i]] = i
+                merged_at.append(i)
+            # New pairs enter the heap only after the whole step, as in a global step.
+            for i in merged_at:
+                if prv[i] >= 0 and (r := ranks.get((syms[prv[i]], c))) is not None:
+                    heapq.heappush(heap, (r[0], prv[i]))
+                if nxt[i] < n and (r := ranks.get((c, syms[nxt[i]]))) is not None:
+                    heapq.heappush(heap, (r[0], i))
+        return tuple(s for s in syms if s >= 0)
 
     def encode(self, text: str) -> list[int]:
         ids: list[int] = []
@@ -758,22 +791,28 @@ def _learn_merges(
             w, f = words[k], freqs[k]
             out: list[int] = []
             i, n = 0, len(w)
-            while i < n:
-                if i + 1 < n and w[i] == a and w[i + 1] == b:
-                    # Only the neighbours of this occurrence change pair: (x,a)->(x,c), (b,y)->(c,y).
-                    if out:
-                        delta[(out[-1], a)] -= f
-                        delta[(out[-1], c)] += f
-                        where[(out[-1], c)].add(k)
-                    if i + 2 < n:
-                        delta[(b, w[i + 2])] -= f
-                        delta[(c, w[i + 2])] += f
-                        where[(c, w[i + 2])].add(k)
-                    out.append(c)
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
+            while True:
+                try:
+                    j = w.index(a, i)  # jump to the next candidate at C speed
+                except ValueError:
+                    break
+                if j + 1 >= n or w[j + 1] != b:
+                    out.extend(w[i : j + 1])
+                    i = j + 1
+                    continue
+                out.extend(w[i:j])
+                # Only the neighbours of this occurrence change pair: (x,a)->(x,c), (b,y)->(c,y).
+                if out:
+                    delta[(out[-1], a)] -= f
+                    delta[(out[-1], c)] += f
+                    where[(out[-1], c)].add(k)
+                if j + 2 < n:
+                    delta[(b, w[j + 2])] -= f
+                    delta[(c, w[j + 2])] += f
+                    where[(c, w[j + 2])].add(k)
+                out.append(c)
+                i = j + 2
+            out.extend(w[i:])
             words[k] = out
         counts.pop((a, b), None)
         for pair, d in delta.items():
@@ -785,4 +824,4 @@ def _learn_merges(
                 heapq.heappush(heap, entry(pair, new))
             else:
                 counts.pop(pair, None)
-    return [m for m in merges]
+    return merges

@@ -106,12 +106,16 @@ class Trace:
     truncated_chars: int = 0              # how many characters past the context were not analysed
     tokenization: Any = field(default=None, repr=False, compare=False)  # core.tokenizer.Tokenization of `text`
     weights: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    # Readable label of every vocab id (filled by the session from the tokenizer), so panels can name
+    # tokens that are not in the sentence, e.g. next-token candidates; empty -> "#id".
+    vocab_labels: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("input_ids", "embed", "final_norm", "logits", "head_mask", "expert_override"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
         object.__setattr__(self, "layers", tuple(self.layers))
         object.__setattr__(self, "tokens", tuple(self.tokens))
+        object.__setattr__(self, "vocab_labels", tuple(self.vocab_labels))
         object.__setattr__(self, "weights", MappingProxyType(dict(self.weights)))
 
     # ---------------------------------------------------------- shape facts
@@ -132,6 +136,11 @@ class Trace:
 
     def labels(self) -> list[str]:
         return [self.label(i) for i in range(self.n_tokens)]
+
+    def vocab_label(self, token_id: int) -> str:
+        """Readable label of any vocab id, in or out of the sentence ("#id" if the session gave none)."""
+        token_id = int(token_id)
+        return self.vocab_labels[token_id] if 0 <= token_id < len(self.vocab_labels) else f"#{token_id}"
 
     def next_token_probs(self, position: int = -1, temperature: float = 1.0) -> np.ndarray:  # -> [V]
         z = self.logits[position].astype(np.float64) / max(temperature, 1e-6)
@@ -165,6 +174,8 @@ class Trace:
         _check("expert_override", self.expert_override, (self.num_layers, sym["T"], sym["K"]), np.int64)
         if self.tokens and len(self.tokens) != sym["T"]:
             raise TraceError(f"trace has {len(self.tokens)} token labels for {sym['T']} tokens")
+        if self.vocab_labels and len(self.vocab_labels) != sym["V"]:
+            raise TraceError(f"trace has {len(self.vocab_labels)} vocab labels for a vocabulary of {sym['V']}")
         return self
 
     # ---------------------------------------------------------- raw numbers

@@ -27,5 +27,6 @@ class Selection:
     def clamped(self, num_layers: int, num_heads: int, n_tokens: int) -> "Selection":
         """Keep the selection inside a (possibly smaller) new model or sentence."""
         query = None if self.query is None or self.query >= n_tokens else self.query
-        key = None if self.key is None or query is None or self.key > query else self.key
+        last_query = n_tokens - 1 if query is None else query  # None means the last token
+        key = None if self.key is None or self.key > last_query else self.key
         return Selection(min(self.layer, num_layers - 1), min(self.head, num_heads - 1), query, key)
