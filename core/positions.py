@@ -1,0 +1,177 @@
+"""Position information, two ways: the original Transformer's sinusoids and the model's RoPE.
+
+Pure NumPy, no Qt. The RoPE helpers read the model's own vectors from a Trace and reuse
+core.model's rotate-half convention: pair i is dimensions (i, i + Dh/2), turned by m·θ_i at
+position m with θ_i = rope_theta^(-2i/Dh). Nothing here re-runs the model: "before" and "after"
+arrows come straight from the Trace (q and q_rot); the relative-position demo only moves the
+trace's own q and k to other positions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.model import rope_inv_freq, rotate_half
+from core.trace import Trace
+
+SINUSOID_BASE = 10000.0  # "Attention is all you need", section 3.5
+
+
+# ---------------------------------------------------------------- sinusoidal (the original Transformer)
+
+def sinusoidal_table(n_positions: int, d_model: int) -> np.ndarray:  # -> [T, D]
+    """PE[pos, 2j] = sin(pos / 10000^(2j/D)), PE[pos, 2j+1] = cos(pos / 10000^(2j/D)).
+
+    The paper interleaves sin and cos (even dims sin, odd dims cos), unlike RoPE's halves.
+    """
+    return sinusoidal_values(np.arange(n_positions, dtype=np.float64), d_model).astype(np.float32)
+
+
+def sinusoidal_values(positions: np.ndarray, d_model: int) -> np.ndarray:  # [N] (may be fractional) -> [N, D]
+    """The same formula at any (also fractional) positions, for smooth curves between tokens."""
+    j = np.arange(d_model) // 2                                    # [D] frequency index of each dim
+    angle = positions[:, None] / SINUSOID_BASE ** (2 * j / d_model)[None, :]  # [N, D]
+    return np.where(np.arange(d_model) % 2 == 0, np.sin(angle), np.cos(angle))
+
+
+def sinusoidal_dims_to_show(d_model: int) -> list[int]:
+    """A sin/cos pair of the fastest frequency, then sin dims ever slower (D/8, D/4, D/2)."""
+    slower = [2 * (d_model // 16), 2 * (d_model // 8), 2 * (d_model // 4)]  # even: sin dims
+    return sorted({d for d in [0, 1, *slower] if d < d_model})
+
+
+def embed_plus_pe(embed: np.ndarray) -> np.ndarray:  # [T, D] -> [T, D]
+    """What the original Transformer feeds its first block: token embedding + position encoding."""
+    return (embed + sinusoidal_table(*embed.shape)).astype(np.float32)
+
+
+# ---------------------------------------------------------------- RoPE: angles
+
+def pair_dims(head_dim: int) -> np.ndarray:  # -> [Dh/2, 2]
+    """The rotate-half pairing core.model uses: pair i is dimensions (i, i + Dh/2)."""
+    half = head_dim // 2
+    return np.stack([np.arange(half), np.arange(half) + half], axis=1)
+
+
+def pair_frequencies(head_dim: int, theta: float) -> np.ndarray:  # -> [Dh/2] radians per position
+    # The model's own float32 θ_i, widened so products m·θ_i carry no extra rounding.
+    return rope_inv_freq(head_dim, theta).astype(np.float64)
+
+
+def pair_angles(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:  # [N] -> [N, Dh/2]
+    """m·θ_i, unwrapped (radians; may be many turns)."""
+    return np.asarray(positions, np.float64)[:, None] * pair_frequencies(head_dim, theta)[None, :]
+
+
+def wrap_angle(angle: np.ndarray) -> np.ndarray:
+    """Angles folded into [0, 2π): where the pair's arrow actually points."""
+    return np.mod(angle, 2 * np.pi)
+
+
+def rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:  # [..., Dh], [..., Dh/2] -> [..., Dh] float64
+    """RoPE in the rotate-half convention, in float64 (core.model.apply_rope is float32).
+
+    Used only to move the trace's q/k to positions the sentence does not have; float64 keeps
+    the relative-position identity exact to ~1e-12 rather than float32's ~1e-5.
+    """
+    both = np.concatenate([angles, angles], axis=-1)
+    x = np.asarray(x, np.float64)
+    return x * np.cos(both) + rotate_half(x) * np.sin(both)
+
+
+# ---------------------------------------------------------------- RoPE: one token's pairs
+
+@dataclass(frozen=True)
+class RopePairs:
+    """One query vector's Dh/2 planes, before and after rotation, exactly as the runner computed them."""
+    position: int
+    dims: np.ndarray        # [P, 2] the two dimensions of each pair
+    frequency: np.ndarray   # [P] θ_i, radians per position
+    angle: np.ndarray       # [P] m·θ_i, unwrapped
+    before: np.ndarray      # [P, 2] (q[i], q[i+Dh/2]) from trace q
+    after: np.ndarray       # [P, 2] the same from trace q_rot
+
+    @property
+    def measured_angle(self) -> np.ndarray:  # [P] in [0, 2π): the turn from `before` to `after`
+        turn = np.arctan2(self.after[:, 1], self.after[:, 0]) - np.arctan2(self.before[:, 1], self.before[:, 0])
+        return wrap_angle(turn)
+
+    @property
+    def length(self) -> np.ndarray:  # [P] a rotation keeps each pair's length
+        return np.hypot(self.before[:, 0], self.before[:, 1])
+
+
+def split_pairs(vector: np.ndarray) -> np.ndarray:  # [Dh] -> [P, 2]
+    half = vector.shape[-1] // 2
+    return np.stack([vector[:half], vector[half:]], axis=1)
+
+
+def query_pairs(trace: Trace, layer: int, head: int, position: int) -> RopePairs:
+    lt = trace.layers[layer]
+    head_dim, theta = trace.config.head_dim, trace.config.rope_theta
+    return RopePairs(position=position, dims=pair_dims(head_dim),
+                     frequency=pair_frequencies(head_dim, theta),
+                     angle=pair_angles(np.array([position]), head_dim, theta)[0],
+                     before=split_pairs(lt.q[head, position]), after=split_pairs(lt.q_rot[head, position]))
+
+
+def pair_trail(pairs: RopePairs, positions: np.ndarray, pair: int) -> np.ndarray:  # [N] -> [N, 2]
+    """Where pair `pair` of this q would point at other positions (same vector, other m)."""
+    angle = np.asarray(positions, np.float64) * pairs.frequency[pair]
+    x, y = pairs.before[pair].astype(np.float64)
+    return np.stack([x * np.cos(angle) - y * np.sin(angle), x * np.sin(angle) + y * np.cos(angle)], axis=1)
+
+
+# ---------------------------------------------------------------- RoPE: the relative-position property
+
+def rotated_dot(q: np.ndarray, k: np.ndarray, query_pos: np.ndarray, key_pos: np.ndarray,
+                theta: float) -> np.ndarray:  # [Dh], [Dh], [N], [N] -> [N]
+    """RoPE(q, m)·RoPE(k, n) for each (m, n): the unscaled attention score at those positions."""
+    head_dim = q.shape[-1]
+    q_at = rotate(np.broadcast_to(q, (len(query_pos), head_dim)), pair_angles(query_pos, head_dim, theta))
+    k_at = rotate(np.broadcast_to(k, (len(key_pos), head_dim)), pair_angles(key_pos, head_dim, theta))
+    return np.einsum("nd,nd->n", q_at, k_at)
+
+
+@dataclass(frozen=True)
+class RelativeDemo:
+    """The trace's q (at m) and k (at n), moved together and apart, and their dot products."""
+    query_pos: int
+    key_pos: int
+    context: int                 # positions 0 .. context-1 exist
+    runner_dot: float            # q_rot[m]·k_rot[n] straight from the Trace
+    shifts: np.ndarray           # [S] every s with both m+s and n+s inside the context
+    dot_shift_both: np.ndarray   # [S] at (m+s, n+s): the same for every s
+    dot_shift_query: np.ndarray  # [S] at (m+s, n): m−n changes, so does the dot
+    distances: np.ndarray        # [N] 0 .. context-1
+    dot_by_distance: np.ndarray  # [N] RoPE(q, d)·RoPE(k, 0)
+
+    @property
+    def distance(self) -> int:
+        return self.query_pos - self.key_pos
+
+    def example_shifts(self, count: int = 4) -> list[int]:
+        """A few shifts to quote as numbers: 0 first, then spread over the allowed range."""
+        picks = np.unique(np.round(np.linspace(self.shifts[0], self.shifts[-1], count + 1)).astype(int))
+        return [0] + [int(s) for s in picks if s != 0][: count - 1]
+
+    def dot_at_shift(self, shift: int) -> float:
+        return float(self.dot_shift_both[int(np.searchsorted(self.shifts, shift))])
+
+
+def relative_demo(trace: Trace, layer: int, head: int, query_pos: int, key_pos: int) -> RelativeDemo:
+    lt = trace.layers[layer]
+    theta, context = trace.config.rope_theta, trace.config.max_position_embeddings
+    q, k = lt.q[head, query_pos], lt.k[head, key_pos]   # [Dh] each, before RoPE
+    shifts = np.arange(-key_pos, context - query_pos)   # keeps 0 <= n+s and m+s < context (n <= m)
+    distances = np.arange(context)
+    zeros = np.zeros_like(distances)
+    return RelativeDemo(
+        query_pos=query_pos, key_pos=key_pos, context=context,
+        runner_dot=float(np.dot(lt.q_rot[head, query_pos].astype(np.float64), lt.k_rot[head, key_pos])),
+        shifts=shifts,
+        dot_shift_both=rotated_dot(q, k, query_pos + shifts, key_pos + shifts, theta),
+        dot_shift_query=rotated_dot(q, k, query_pos + shifts, np.full_like(shifts, key_pos), theta),
+        distances=distances,
+        dot_by_distance=rotated_dot(q, k, distances, zeros, theta))

@@ -1,0 +1,434 @@
+"""Next token: what the model would say after one position, and what sampling could pick from it.
+
+The chart shows the most likely candidates as horizontal bars, most likely on top. Each row has
+two bars: a wide pale one, the softmax of the logits at temperature 1 (the model's own
+distribution), and a narrow solid one, the distribution sampling draws from after temperature,
+top-k and top-p (core.sampling.candidate_distribution). Candidates the settings rule out are
+grey with a dashed outline (no hatch pattern: SVG exports would lose it). Clicking a bar, or
+pressing 1–9 / Enter on the chart, asks the controller to append that token; the panel never
+runs the model.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
+from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
+                               QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
+
+from core.raw_export import csv_text
+from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
+from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.fonts import ui_font
+from gui.panels.base import Figure, Panel
+
+AFTER_COLOUR = QColor("#2c5f8a")       # solid: the distribution sampling draws from
+RAW_COLOUR = QColor("#b7d0e6")         # pale: softmax at temperature 1
+RULED_OUT_FILL = QColor("#e3e3e3")     # grey, dashed outline: the settings rule the candidate out
+RULED_OUT_EDGE = QColor("#7a7a7a")
+CURSOR_COLOUR = QColor("#fff1b8")      # the row Enter would append (only while the chart has focus)
+RAW_BAR_HEIGHT = 0.8                   # in rows
+AFTER_BAR_HEIGHT = 0.38
+DEFAULT_BARS = 10
+MAX_LABEL_CHARS = 16                   # longer pieces are elided on the axis (whole in tooltip and CSV)
+EMPTY_MESSAGE = "No sentence yet: type one in the sentence bar to see what the model predicts next."
+CSV_HEADER = ("rank", "id", "piece", "probability", "probability_after_settings", "in_sampling_set")
+
+
+def format_probability(p: float) -> str:
+    """Percent with one decimal; tiny non-zero values keep two significant digits instead of '0.0%'."""
+    if p == 0:
+        return "0"
+    if p < 0.001:
+        return f"{p * 100:.2g}%"
+    return f"{p:.1%}"
+
+
+class NextTokenPanel(Panel):
+    title = "Next token"
+    object_name = "next_token"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.candidates: Candidates | None = None  # the rows drawn, most likely first
+        self.position = 0                           # the position whose next token is shown
+        self.cursor_row = 0                         # the row Enter appends
+        self._keyboard_used = False                 # the cursor row is highlighted only after arrow keys
+
+        self.figure_box = QWidget(self)             # what a figure export renders: header, chart, legend
+        self.header = QLabel(self.figure_box)
+        self.settings_line = QLabel(self.figure_box)
+        self.chart = pg.PlotWidget(self.figure_box)
+        self.legend = QLabel(self.figure_box)
+        self._build_chart()
+        self._build_figure_box()
+        controls = self._build_controls()
+        actions = self._build_actions()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.figure_box, 1)
+        layout.addLayout(controls)
+        layout.addLayout(actions)
+        self.refresh()
+
+    # ---------------------------------------------------------------- building (once)
+    def _build_figure_box(self) -> None:
+        self.figure_box.setAutoFillBackground(True)
+        palette = self.figure_box.palette()
+        palette.setColor(self.figure_box.backgroundRole(), QColor("white"))
+        palette.setColor(self.figure_box.foregroundRole(), QColor("black"))
+        self.figure_box.setPalette(palette)
+        self.header.setFont(ui_font(bold=True))
+        self.header.setWordWrap(True)
+        self.settings_line.setWordWrap(True)
+        self.legend.setWordWrap(True)
+        self.legend.setTextFormat(Qt.RichText)
+        self.legend.setText(
+            f"<span style='color:{RAW_COLOUR.name()}'>■</span> softmax at temperature 1 &nbsp; "
+            f"<span style='color:{AFTER_COLOUR.name()}'>■</span> after the settings (what sampling draws from)"
+            f" &nbsp; <span style='color:{RULED_OUT_EDGE.name()}'>□</span> ruled out by the settings."
+            " Numbers on the right: at temperature 1 → after the settings.")
+        box = QVBoxLayout(self.figure_box)
+        box.setContentsMargins(6, 6, 6, 6)
+        box.setSpacing(2)
+        box.addWidget(self.header)
+        box.addWidget(self.settings_line)
+        box.addWidget(self.chart, 1)
+        box.addWidget(self.legend)
+        box.addStretch(0)  # keeps the empty-state message at the top when the chart is hidden
+
+    def _build_chart(self) -> None:
+        self.chart.setMinimumHeight(160)
+        self.chart.setFocusPolicy(Qt.StrongFocus)  # so 1–9 and Enter reach it
+        self.chart.installEventFilter(self)
+        plot = self.chart.getPlotItem()
+        plot.invertY(True)                          # rank 1 on top
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideButtons()
+        plot.setContentsMargins(0, 8, 4, 0)  # room for a row label that sticks out above the top row
+        plot.setLabel("bottom", "probability (%)")
+        plot.showAxis("right")
+        tick_font = ui_font()
+        for name in ("left", "right", "bottom"):
+            plot.getAxis(name).setStyle(tickFont=tick_font)
+            # percent needs no SI prefix, and updating it re-lays-out each axis label on every range change
+            plot.getAxis(name).enableAutoSIPrefix(False)
+        for name in ("left", "right"):  # rank 1's label may stick out above the plot when rows are thin
+            plot.getAxis(name).setStyle(tickLength=0, hideOverlappingLabels=False)
+        self.cursor_band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0,
+                                           brush=CURSOR_COLOUR, pen=pg.mkPen(None))
+        self.raw_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=RAW_BAR_HEIGHT)
+        self.after_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=AFTER_BAR_HEIGHT,
+                                          brush=AFTER_COLOUR, pen=pg.mkPen(None))
+        for item in (self.cursor_band, self.raw_bars, self.after_bars):
+            plot.addItem(item)
+        self._row_labels: tuple[list, list] = ([], [])  # (left, right) axis text per row, before thinning
+        plot.vb.sigResized.connect(self._apply_row_labels)
+        self.chart.scene().sigMouseClicked.connect(self._on_chart_clicked)
+        self.chart.scene().sigMouseMoved.connect(self._on_chart_hovered)
+
+    def _build_controls(self) -> QGridLayout:
+        self.temperature = QDoubleSpinBox(self)
+        self.temperature.setRange(0.01, 5.0)
+        self.temperature.setSingleStep(0.05)
+        self.temperature.setValue(1.0)
+        self.temperature.setToolTip("Divides the logits: below 1 sharpens the distribution, above 1 flattens it")
+        self.top_k = QSpinBox(self)
+        self.top_k.setRange(0, 1_000_000)
+        self.top_k.setSpecialValueText("all")
+        self.top_k.setToolTip("Keep only the k most likely tokens (all: no limit)")
+        self.top_p = QDoubleSpinBox(self)
+        self.top_p.setRange(0.01, 1.0)
+        self.top_p.setSingleStep(0.05)
+        self.top_p.setValue(1.0)
+        self.top_p.setToolTip("Keep the smallest set of most likely tokens whose probability reaches p "
+                              "(nucleus)")
+        self.sampled = QRadioButton("Sampled", self)
+        self.greedy = QRadioButton("Greedy", self)
+        self.sampled.setChecked(True)
+        self.greedy.setToolTip("Always take the most likely token; temperature, top-k, top-p and seed "
+                               "do not matter")
+        mode = QButtonGroup(self)
+        mode.addButton(self.sampled)
+        mode.addButton(self.greedy)
+        self.seed = QSpinBox(self)
+        self.seed.setRange(0, 2**31 - 1)
+        self.seed.setToolTip("Random seed for Generate: the same seed and settings give the same tokens")
+        self.bar_count = QSpinBox(self)
+        self.bar_count.setRange(1, 50)
+        self.bar_count.setValue(DEFAULT_BARS)
+        self.bar_count.setToolTip("How many candidates the chart shows")
+
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        cells = [("Temperature", self.temperature), ("Top-k", self.top_k), ("Top-p", self.top_p),
+                 ("Seed", self.seed), ("Bars", self.bar_count)]
+        for i, (text, widget) in enumerate(cells):
+            row, col = divmod(i, 3)
+            grid.addWidget(QLabel(text, self), row, 2 * col)
+            grid.addWidget(widget, row, 2 * col + 1)
+        modes = QHBoxLayout()
+        modes.addWidget(self.sampled)
+        modes.addWidget(self.greedy)
+        grid.addLayout(modes, 1, 4, 1, 2)
+        for widget in (self.temperature, self.top_k, self.top_p, self.bar_count):
+            widget.valueChanged.connect(self._redraw_chart)
+        self.seed.valueChanged.connect(self._update_settings_line)
+        self.greedy.toggled.connect(self._on_mode_changed)
+        return grid
+
+    def _build_actions(self) -> QHBoxLayout:
+        self.append_button = QPushButton("Append", self)
+        self.append_button.setToolTip("Append the highlighted candidate (or click a bar, "
+                                      "or press 1–9 on the chart)")
+        self.append_button.clicked.connect(lambda: self._append_row(self.cursor_row))
+        self.step_back_button = QPushButton("Step back", self)
+        self.step_back_button.setToolTip("Undo the last appended token")
+        self.step_back_button.clicked.connect(self.sigStepBack.emit)
+        self.generate_count = QSpinBox(self)
+        self.generate_count.setRange(1, 256)
+        self.generate_count.setValue(8)
+        self.generate_button = QPushButton("Generate", self)
+        self.generate_button.setToolTip("Append this many tokens at the end of the sentence, "
+                                        "chosen with these settings")
+        self.generate_button.clicked.connect(self._emit_generate)
+        self.show_last_button = QPushButton("Show last token", self)
+        self.show_last_button.setToolTip("Appending adds to the end of the sentence: show the last position")
+        self.show_last_button.clicked.connect(lambda: self.sigSelect.emit({"query": None, "key": None}))
+        row = QHBoxLayout()
+        for widget in (self.append_button, self.step_back_button, self.generate_button, self.generate_count):
+            row.addWidget(widget)
+        row.addStretch(1)
+        row.addWidget(self.show_last_button)
+        self.generate_count.setSizePolicy(QSizePolicy.Fixed, QSizePolicy.Fixed)
+        return row
+
+    # ---------------------------------------------------------------- state
+    def settings(self) -> SamplingSettings:
+        return SamplingSettings(temperature=self.temperature.value(), top_k=self.top_k.value(),
+                                top_p=self.top_p.value(), greedy=self.greedy.isChecked(),
+                                seed=self.seed.value())
+
+    def showing_last_position(self) -> bool:
+        return self.trace is not None and self.position == self.trace.n_tokens - 1
+
+    # ---------------------------------------------------------------- drawing
+    def refresh(self) -> None:
+        has_trace = self.trace is not None
+        for widget in (self.step_back_button, self.generate_button, self.generate_count):
+            widget.setEnabled(has_trace)
+        if has_trace:
+            self.position = self.selection.query_index(self.trace.n_tokens)
+            self.top_k.setMaximum(self.trace.config.vocab_size)
+        self._redraw_chart()
+
+    def _redraw_chart(self) -> None:
+        """Recompute the candidates for the current settings and redraw only the chart and its text."""
+        if self.trace is None:
+            self.candidates = None
+            self.header.setText(EMPTY_MESSAGE)
+        else:
+            self.candidates = top_candidates(self.trace.logits[self.position], self.settings(),
+                                             min(self.bar_count.value(), self.trace.config.vocab_size))
+            self.header.setText(self._header_text())
+        for widget in (self.chart, self.legend, self.settings_line):
+            widget.setVisible(self.candidates is not None)
+        self.cursor_row = min(self.cursor_row, max(0, self._row_count() - 1))
+        self._draw_bars()
+        self._update_settings_line()
+        self.append_button.setEnabled(self.candidates is not None and self.showing_last_position())
+        self.show_last_button.setVisible(self.trace is not None and not self.showing_last_position())
+
+    def _row_count(self) -> int:
+        return 0 if self.candidates is None else len(self.candidates.ids)
+
+    def _header_text(self) -> str:
+        trace, q = self.trace, self.position
+        where = f"Next token after “{trace.label(q)}” (position {q}"
+        if q == trace.n_tokens - 1:
+            return where + ", the last token)"
+        actual = int(trace.input_ids[q + 1])
+        rank = int(np.flatnonzero(ranked(trace.logits[q]) == actual)[0]) + 1
+        shown = " (marked ✓)" if rank <= self._row_count() else ""
+        return (where + f", the selected query): the sentence goes on with “{trace.vocab_label(actual)}”, "
+                f"rank {rank}{shown}")
+
+    def _update_settings_line(self) -> None:
+        if self.candidates is None:
+            self.settings_line.setText("")
+            return
+        s = self.settings()
+        if s.greedy:
+            rule = "Greedy: always the most likely token"
+        else:
+            top_k = "all" if s.top_k <= 0 else str(s.top_k)
+            rule = (f"Sampled with temperature {s.temperature:.2f}, top-k {top_k}, top-p {s.top_p:.2f}, "
+                    f"seed {s.seed}")
+        can_pick = int(np.count_nonzero(self.candidates.in_sampling_set))
+        self.settings_line.setText(f"{rule}. Sampling can pick {can_pick} of the {self._row_count()} shown.")
+
+    def _draw_bars(self) -> None:
+        plot = self.chart.getPlotItem()
+        c = self.candidates
+        if c is None:
+            for item in (self.cursor_band, self.raw_bars, self.after_bars):
+                item.setOpts(x0=[], y=[], width=[])
+            self._row_labels = ([], [])
+            self._apply_row_labels()
+            plot.setRange(xRange=(0, 1), yRange=(-0.5, 0.5), padding=0)
+            return
+        rows = np.arange(len(c.ids), dtype=float)
+        ruled_out = ~c.in_sampling_set
+        # x in percent, so the axis reads like the labels beside the bars
+        self.raw_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.probability,
+                              brushes=[_raw_brush(out) for out in ruled_out],
+                              pens=[_raw_pen(out) for out in ruled_out])
+        self.after_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.after)
+        x_max = 100 * max(float(c.probability.max()), float(c.after.max())) * 1.04
+        self._draw_cursor(x_max)
+        self._row_labels = (self._piece_ticks(),
+                            [(float(i), f"{format_probability(p)} → {format_probability(a)}")
+                             for i, (p, a) in enumerate(zip(c.probability, c.after))])
+        self._apply_row_labels()
+        plot.setRange(xRange=(0, x_max), yRange=(-0.5, len(rows) - 0.5), padding=0)
+
+    def _apply_row_labels(self) -> None:
+        """Label every row, or every n-th when the rows are lower than a line of text (many bars, small dock)."""
+        plot = self.chart.getPlotItem()
+        line = QFontMetrics(plot.getAxis("left").style["tickFont"]).height()
+        step = max(1, int(np.ceil(self._row_count() * line / max(plot.vb.height(), 1.0))))
+        for name, ticks in zip(("left", "right"), self._row_labels):
+            _set_text_ticks(plot.getAxis(name), ticks[::step], width_for=ticks)
+
+    def _piece_ticks(self) -> list[tuple[float, str]]:
+        """'piece  [rank]': the rank is the key that appends it; ✓ marks what the sentence really has next."""
+        actual = None
+        if self.trace is not None and not self.showing_last_position():
+            actual = int(self.trace.input_ids[self.position + 1])
+        ticks = []
+        for i, token_id in enumerate(self.candidates.ids):
+            mark = " ✓" if int(token_id) == actual else ""
+            key = f"  [{i + 1}]" if i < 9 else ""
+            ticks.append((float(i), f"{elide_label(self.trace.vocab_label(int(token_id)))}{mark}{key}"))
+        return ticks
+
+    def _draw_cursor(self, x_max: float) -> None:
+        """The highlight appears once the arrow keys are used, so exported figures stay clean."""
+        visible = self.chart.hasFocus() and self._keyboard_used and self._row_count() > 0
+        self.cursor_band.setOpts(x0=[0.0] if visible else [], y=[float(self.cursor_row)] if visible else [],
+                                 width=[x_max] if visible else [])
+
+    # ---------------------------------------------------------------- user input
+    def _row_at(self, scene_pos) -> int | None:
+        """The candidate row under a scene point (anywhere across the plot, labels included)."""
+        plot = self.chart.getPlotItem()
+        if self.candidates is None or not plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        row = int(np.floor(plot.vb.mapSceneToView(scene_pos).y() + 0.5))
+        return row if 0 <= row < self._row_count() else None
+
+    def _on_chart_clicked(self, event) -> None:
+        if event.button() != Qt.LeftButton:
+            return
+        row = self._row_at(event.scenePos())
+        if row is not None:
+            self.cursor_row = row
+            self._append_row(row)
+
+    def _on_chart_hovered(self, scene_pos) -> None:
+        row = self._row_at(scene_pos)
+        self.chart.setToolTip("" if row is None else self._row_tooltip(row))
+
+    def _row_tooltip(self, row: int) -> str:
+        c = self.candidates
+        token_id = int(c.ids[row])
+        state = "sampling can pick it" if c.in_sampling_set[row] else "the settings rule it out"
+        return (f"{self.trace.vocab_label(token_id)} (id {token_id}, rank {row + 1})\n"
+                f"softmax at T=1: {format_probability(float(c.probability[row]))}\n"
+                f"after the settings: {format_probability(float(c.after[row]))} ({state})"
+                + ("\nclick to append" if self.showing_last_position() else ""))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if watched is self.chart:
+            if event.type() == QEvent.KeyPress and self._handle_key(event.key()):
+                return True
+            if event.type() == QEvent.FocusOut:
+                self._keyboard_used = False
+            if event.type() in (QEvent.FocusIn, QEvent.FocusOut) and self.candidates is not None:
+                self._draw_cursor(self.chart.getPlotItem().vb.viewRange()[0][1])
+        return super().eventFilter(watched, event)
+
+    def _handle_key(self, key: int) -> bool:
+        """1–9 append that rank; Up/Down move the highlight; Enter appends the highlighted row."""
+        if self.candidates is None:
+            return False
+        if Qt.Key_1 <= key <= Qt.Key_9:
+            self._append_row(key - Qt.Key_1)
+        elif key in (Qt.Key_Return, Qt.Key_Enter):
+            self._append_row(self.cursor_row)
+        elif key in (Qt.Key_Up, Qt.Key_Down):
+            step = -1 if key == Qt.Key_Up else 1
+            self._keyboard_used = True
+            self.cursor_row = int(np.clip(self.cursor_row + step, 0, self._row_count() - 1))
+            self._draw_cursor(self.chart.getPlotItem().vb.viewRange()[0][1])
+        else:
+            return False
+        return True
+
+    def _append_row(self, row: int) -> None:
+        """Appending adds to the end of the sentence, so it only makes sense for the last position."""
+        if self.candidates is None or not 0 <= row < self._row_count() or not self.showing_last_position():
+            return
+        self.sigAppendTokens.emit([int(self.candidates.ids[row])])
+
+    def _emit_generate(self) -> None:
+        if self.trace is not None:
+            self.sigGenerate.emit((self.generate_count.value(), self.settings()))
+
+    def _on_mode_changed(self, greedy: bool) -> None:
+        for widget in (self.temperature, self.top_k, self.top_p, self.seed):
+            widget.setEnabled(not greedy)
+        self._redraw_chart()
+
+    # ---------------------------------------------------------------- export
+    def figures(self) -> list[Figure]:
+        return [Figure("next_token_bars", self.figure_box, table=self.bars_csv)]
+
+    def bars_csv(self) -> str:
+        """rank, id, piece, probability (T = 1), probability after the settings, in_sampling_set."""
+        rows: list[tuple] = [CSV_HEADER]
+        c = self.candidates
+        if c is not None:
+            for i, token_id in enumerate(c.ids):
+                rows.append((i + 1, int(token_id), self.trace.vocab_label(int(token_id)),
+                             repr(float(c.probability[i])), repr(float(c.after[i])),
+                             "true" if c.in_sampling_set[i] else "false"))
+        return csv_text(rows)
+
+
+def _set_text_ticks(axis: pg.AxisItem, ticks: list[tuple[float, str]],
+                    width_for: list[tuple[float, str]]) -> None:
+    """Label rows with text; size the axis now (not one repaint later) for all of `width_for`.
+
+    Sizing for every row, not only the labelled ones, keeps the width stable when labels are thinned.
+    """
+    axis.setTicks([ticks, []])
+    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
+    widest = max((metrics.horizontalAdvance(text) for _, text in width_for), default=0)
+    axis.setWidth(widest + axis.style["tickTextOffset"][0] + 6)
+
+
+def elide_label(label: str) -> str:
+    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
+
+
+def _raw_brush(ruled_out: bool) -> QBrush:
+    return QBrush(RULED_OUT_FILL if ruled_out else RAW_COLOUR)
+
+
+def _raw_pen(ruled_out: bool) -> QPen:
+    if ruled_out:
+        return pg.mkPen(RULED_OUT_EDGE, width=1, style=Qt.DashLine)
+    return pg.mkPen(RAW_COLOUR.darker(130), width=1)

@@ -1,0 +1,631 @@
+"""Step by step: the third seed's hand calculation of one attention head, on this run's numbers.
+
+A vertical scroll of cards, one per stage (core.steps): title, formula, a compact numeric
+table of the selected rows and columns (3 significant digits; full precision on hover) and
+a small heatmap of the whole matrix with the shown window marked. After ÷√Dh, one card
+writes the selected query·key dot product out term by term.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from typing import Sequence
+
+import numpy as np
+from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QResizeEvent
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
+                               QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
+
+from core.raw_export import csv_text
+from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
+from gui.fonts import ui_font
+from gui.panels.base import Figure, Panel
+from gui.plotting import DIVERGING, MASKED_RGBA, SEQUENTIAL, colormap
+
+QUERY_TINT = QColor(255, 236, 179)    # the selected query row
+KEY_TINT = QColor(200, 225, 255)      # the selected key column (or this head's columns)
+BOTH_TINT = QColor(255, 205, 150)     # the selected cell itself
+MAX_HEADER_CHARS = 12
+FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
+
+
+def format_value(v: float) -> str:
+    """About 3 significant digits; the mask's −∞ spelled out."""
+    if v != v:  # NaN: a blank cell
+        return ""
+    if v == -math.inf:
+        return "−∞"
+    if v == 0:
+        return "0"
+    if abs(v) < 1e-3 or abs(v) >= 1e5:  # "-1.6e-4", not "-0.000158": fits a narrow column
+        mantissa, exponent = f"{v:.2e}".split("e")
+        return f"{float(mantissa):.3g}e{int(exponent)}"
+    return f"{v:.3g}"
+
+
+def with_gaps(indices: Sequence[int]) -> list[int | None]:
+    """[0, 1, 5, 6] -> [0, 1, None, 5, 6]: a gap marker wherever shown indices skip some."""
+    out: list[int | None] = []
+    for i in map(int, indices):
+        if out and out[-1] is not None and i != out[-1] + 1:
+            out.append(None)
+        out.append(i)
+    return out
+
+
+def two_lines(label: str) -> str:
+    """"12 ␣because" -> "12\n␣becau…": position above token, for a narrow column."""
+    position, _, token = label.partition(" ")
+    return f"{position}\n{short(token, 7)}"
+
+
+def runs(indices: Sequence[int]) -> list[tuple[int, int]]:
+    """[3, 4, 5, 9] -> [(3, 5), (9, 9)]: contiguous blocks, outlined as one rectangle each."""
+    out: list[tuple[int, int]] = []
+    for i in sorted(map(int, indices)):
+        if out and i == out[-1][1] + 1:
+            out[-1] = (out[-1][0], i)
+        else:
+            out.append((i, i))
+    return out
+
+
+def short(label: str, limit: int = MAX_HEADER_CHARS) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+DISPLAY, TOOLTIP, BACKGROUND, ALIGNMENT = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
+                                          Qt.ItemDataRole.BackgroundRole, Qt.ItemDataRole.TextAlignmentRole)
+RIGHT, CENTRE = int(Qt.AlignRight | Qt.AlignVCenter), int(Qt.AlignCenter)
+
+
+class WindowTableModel(QAbstractTableModel):
+    """A window onto a large matrix: chosen rows and columns, gaps shown as ⋮ / …, no per-cell objects.
+
+    Texts and tints are worked out once per update, so data() (called per cell and role on
+    every paint) is a lookup.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._values = np.zeros((0, 0), np.float32)
+        self._rows: list[int | None] = []
+        self._cols: list[int | None] = []
+        self._row_labels: Sequence[str] = ()
+        self._col_labels: Sequence[str] = ()
+        self._text: list[list[str]] = []
+        self._tint: list[list[QColor | None]] = []
+        self._headers: dict[Qt.Orientation, list[str]] = {Qt.Horizontal: [], Qt.Vertical: []}
+        self._hl_rows: frozenset[int] = frozenset()
+        self._hl_cols: frozenset[int] = frozenset()
+
+    def set_window(self, values: np.ndarray, rows: Sequence[int], cols: Sequence[int],
+                   row_labels: Sequence[str], col_labels: Sequence[str],
+                   highlight_rows: Sequence[int] = (), highlight_cols: Sequence[int] = (),
+                   token_columns: bool = False) -> None:
+        """token_columns: column labels are "position token", drawn on two lines to fit a narrow column."""
+        new_rows, new_cols = with_gaps(rows), with_gaps(cols)
+        # Same window as before (the usual case while typing): new numbers, no reset. A reset makes the
+        # view rebuild its headers and the whole page relayout.
+        same_shape = _gap_pattern(new_rows) == _gap_pattern(self._rows) and \
+            _gap_pattern(new_cols) == _gap_pattern(self._cols)
+        if not same_shape:
+            self.beginResetModel()
+        self._values = values
+        self._rows, self._cols = new_rows, new_cols
+        self._row_labels, self._col_labels = row_labels, col_labels
+        hl_rows, hl_cols = frozenset(highlight_rows), frozenset(highlight_cols)
+        self._hl_rows, self._hl_cols = hl_rows, hl_cols
+        self._text = [[self._cell_text(r, c) for c in self._cols] for r in self._rows]
+        self._tint = [[_tint(r in hl_rows, c in hl_cols) for c in self._cols] for r in self._rows]
+        column_header = two_lines if token_columns else short
+        self._headers = {Qt.Horizontal: [("…" if c is None else column_header(col_labels[c])) for c in self._cols],
+                         Qt.Vertical: [("⋮" if r is None else short(row_labels[r])) for r in self._rows]}
+        if not same_shape:
+            self.endResetModel()
+        elif self._rows and self._cols:
+            self.dataChanged.emit(self.index(0, 0), self.index(len(self._rows) - 1, len(self._cols) - 1))
+            self.headerDataChanged.emit(Qt.Vertical, 0, len(self._rows) - 1)
+            self.headerDataChanged.emit(Qt.Horizontal, 0, len(self._cols) - 1)
+
+    def _cell_text(self, r: int | None, c: int | None) -> str:
+        if r is None:
+            return "⋮"
+        return "…" if c is None else format_value(float(self._values[r, c]))
+
+    def source_index(self, index: QModelIndex) -> tuple[int | None, int | None]:
+        """The full-matrix (row, column) a displayed cell stands for (None for a gap)."""
+        return self._rows[index.row()], self._cols[index.column()]
+
+    def first_highlight(self) -> tuple[int, int]:
+        """Display (row, column) of the first tinted cell's row and column (0 where none)."""
+        row = next((i for i, r in enumerate(self._rows) if r in self._hl_rows), 0)
+        col = next((j for j, c in enumerate(self._cols) if c in self._hl_cols), 0)
+        return row, col
+
+    def is_gap_column(self, column: int) -> bool:
+        return self._cols[column] is None
+
+    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent=QModelIndex()) -> int:  # noqa: N802
+        return 0 if parent.isValid() else len(self._cols)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = DISPLAY):
+        row, col = index.row(), index.column()
+        if role == DISPLAY:
+            return self._text[row][col]
+        if role == BACKGROUND:
+            return self._tint[row][col]
+        if role == ALIGNMENT:
+            return CENTRE if self._rows[row] is None or self._cols[col] is None else RIGHT
+        if role == TOOLTIP:
+            r, c = self._rows[row], self._cols[col]
+            if r is None or c is None:
+                return "rows or columns left out here (all of them are in the CSV export)"
+            v = float(self._values[r, c])
+            return f"{self._row_labels[r]} · {self._col_labels[c]}\n{format_value(v) if v == -math.inf else repr(v)}"
+        return None
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = DISPLAY):  # noqa: N802
+        if role == DISPLAY:
+            return self._headers[orientation][section]
+        if role == TOOLTIP:
+            i = (self._cols if orientation == Qt.Horizontal else self._rows)[section]
+            return None if i is None else (self._col_labels if orientation == Qt.Horizontal else self._row_labels)[i]
+        return None
+
+
+def _gap_pattern(indices: list[int | None]) -> list[bool]:
+    """Where the gaps are: two windows with the same pattern draw the same grid, only the labels differ."""
+    return [i is None for i in indices]
+
+
+def _tint(in_row: bool, in_col: bool) -> QColor | None:
+    if in_row and in_col:
+        return BOTH_TINT
+    return QUERY_TINT if in_row else KEY_TINT if in_col else None
+
+
+class CompactTable(QTableView):
+    """A table exactly as tall as its rows (the page scrolls, not the table); wide ones scroll sideways."""
+
+    def __init__(self, model: QAbstractTableModel) -> None:
+        super().__init__()
+        self.setModel(model)
+        self.setFont(ui_font(8.5))
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
+        self.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.setSelectionMode(QAbstractItemView.NoSelection)
+        self.setWordWrap(False)
+        for header in (self.horizontalHeader(), self.verticalHeader()):
+            header.setFont(ui_font(8))
+            header.setHighlightSections(False)
+        self.horizontalHeader().setDefaultSectionSize(52)
+        self.horizontalHeader().setMinimumSectionSize(16)
+        self.verticalHeader().setDefaultSectionSize(20)
+        self.verticalHeader().setSectionResizeMode(QHeaderView.Fixed)
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
+        self._content_width = 0
+        self._header_height = self.horizontalHeader().fontMetrics().height() + 8
+        self._header_heights: dict[int, int] = {}
+        model.modelReset.connect(self._fit)
+        model.headerDataChanged.connect(self._fit_row_header)
+
+    def _fit(self) -> None:
+        model = self.model()
+        default = self.horizontalHeader().defaultSectionSize()
+        for c in range(model.columnCount()):  # gap columns are narrow
+            self.setColumnWidth(c, 18 if model.is_gap_column(c) else default)
+        lines = max((str(model.headerData(c, Qt.Horizontal) or "").count("\n") + 1
+                     for c in range(model.columnCount())), default=1)
+        if lines not in self._header_heights:  # QHeaderView.sizeHint walks every section: measure once per line count
+            self._header_heights[lines] = self.horizontalHeader().sizeHint().height()
+        self._header_height = self._header_heights[lines]
+        self._update_content_width()
+        self.setFixedHeight(self._content_height())
+
+    def scroll_to_highlight(self) -> None:
+        """A table wider than the card scrolls sideways to the selected key's column."""
+        if self.width() >= self._content_width or not self.model().columnCount():
+            return  # everything fits: scrollTo would only cost a layout pass
+        row, col = self.model().first_highlight()
+        self.scrollTo(self.model().index(row, col), QAbstractItemView.PositionAtCenter)
+
+    def _fit_row_header(self, orientation: Qt.Orientation) -> None:
+        """Token labels change with the sentence: keep the row header as wide as the longest."""
+        if orientation == Qt.Vertical:
+            self._update_content_width()
+
+    def _update_content_width(self) -> None:
+        width = self._row_header_width() + self.horizontalHeader().length() + 2 * self.frameWidth()
+        if width != self._content_width:  # a geometry update relayouts the whole page of cards: only when needed
+            self._content_width = width
+            self.updateGeometry()
+
+    def _row_header_width(self) -> int:
+        """From the font, not QHeaderView.sizeHint (which walks every section and is slow)."""
+        header, model = self.verticalHeader(), self.model()
+        metrics = header.fontMetrics()
+        widest = max((metrics.horizontalAdvance(model.headerData(r, Qt.Vertical) or "")
+                      for r in range(model.rowCount())), default=0)
+        header.setFixedWidth(widest + 12)
+        return widest + 12
+
+    def _content_height(self) -> int:
+        scroll = self.horizontalScrollBar().sizeHint().height() if self.width() < self._content_width else 0
+        return (self._header_height + self.model().rowCount() * self.verticalHeader().defaultSectionSize()
+                + 2 * self.frameWidth() + scroll)
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(self._content_width, self._content_height())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self.setFixedHeight(self._content_height())  # the scroll bar comes and goes with the width
+
+
+@functools.lru_cache(maxsize=None)
+def _lookup_table(name: str) -> np.ndarray:  # -> [256, 4] uint8
+    return np.asarray(colormap(name).getLookupTable(0.0, 1.0, 256, alpha=True), np.uint8)
+
+
+def matrix_rgba(values: np.ndarray, signed: bool) -> tuple[np.ndarray, tuple[float, float]]:  # [R, C] -> [R, C, 4]
+    """Colours for a matrix: signed values on a symmetric diverging scale, weights on [0, 1]; −∞ grey."""
+    masked = np.isneginf(values)
+    if signed:
+        top = float(np.abs(values[~masked]).max(initial=0.0)) or 1.0
+        levels, lut = (-top, top), _lookup_table(DIVERGING)
+    else:
+        levels, lut = (0.0, 1.0), _lookup_table(SEQUENTIAL)
+    scaled = np.where(masked, 0.0, (values - levels[0]) * (255.0 / (levels[1] - levels[0])))
+    rgba = lut[np.clip(scaled, 0, 255).astype(np.uint8)]
+    rgba[masked] = MASKED_RGBA
+    return np.ascontiguousarray(rgba), levels
+
+
+class HeatmapThumb(QWidget):
+    """The whole matrix as one image, the shown rows/columns ticked on its edges, the selection outlined."""
+
+    IMAGE = QSize(130, 96)
+    MARGIN = 8
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._image = QImage()
+        self._shape = (0, 0)
+        self._rows: Sequence[int] = ()
+        self._cols: Sequence[int] = ()
+        self._hl_rows: Sequence[int] = ()
+        self._hl_cols: Sequence[int] = ()
+        self._caption = ""
+        self._scale = ""
+        self.setFont(ui_font(7.5))
+        self.setFixedSize(self.IMAGE.width() + 2 * self.MARGIN, self.IMAGE.height() + 2 * self.MARGIN + 30)
+
+    def set_matrix(self, values: np.ndarray, signed: bool, rows: Sequence[int], cols: Sequence[int],
+                   highlight_rows: Sequence[int], highlight_cols: Sequence[int], caption: str) -> None:
+        rgba, levels = matrix_rgba(values, signed)  # [R, C, 4]
+        h, w = rgba.shape[:2]
+        # converted once to the screen's format here, not on every paint
+        self._image = QImage(rgba.data, w, h, 4 * w, QImage.Format_RGBA8888).convertToFormat(
+            QImage.Format_ARGB32_Premultiplied)
+        self._shape = (h, w)
+        self._rows, self._cols = rows, cols
+        self._hl_rows, self._hl_cols = highlight_rows, highlight_cols
+        self._caption = caption
+        self._scale = f"colour: {format_value(levels[0])} … {format_value(levels[1])}" + ("" if signed else " (weight)")
+        self.update()
+
+    def _image_rect(self) -> QRectF:
+        return QRectF(self.MARGIN, self.MARGIN, self.IMAGE.width(), self.IMAGE.height())
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), Qt.white)
+        if self._image.isNull():
+            return
+        area = self._image_rect()
+        painter.drawImage(area, self._image)  # nearest-neighbour: cells stay crisp
+        rows, cols = self._shape
+        cell_h, cell_w = area.height() / rows, area.width() / cols
+        painter.setPen(QPen(QColor(40, 40, 40), 1))
+        for r in self._rows:  # ticks left of the image: the rows the table shows
+            y = area.top() + (r + 0.5) * cell_h
+            painter.drawLine(int(area.left() - 5), int(y), int(area.left() - 1), int(y))
+        for c in self._cols:
+            x = area.left() + (c + 0.5) * cell_w
+            painter.drawLine(int(x), int(area.top() - 5), int(x), int(area.top() - 1))
+        painter.setPen(QPen(QColor(220, 30, 30), 1.5))
+        painter.setBrush(Qt.NoBrush)
+        for first, last in runs(self._hl_rows):
+            painter.drawRect(QRectF(area.left(), area.top() + first * cell_h, area.width(),
+                                    max((last - first + 1) * cell_h, 1.5)))
+        for first, last in runs(self._hl_cols):
+            painter.drawRect(QRectF(area.left() + first * cell_w, area.top(),
+                                    max((last - first + 1) * cell_w, 1.5), area.height()))
+        painter.setPen(QColor(70, 70, 70))
+        text_top = int(area.bottom()) + 3
+        caption = painter.fontMetrics().elidedText(self._caption, Qt.ElideMiddle, self.width() - 2)
+        painter.drawText(QRectF(0, text_top, self.width(), 14), Qt.AlignHCenter, caption)
+        painter.drawText(QRectF(0, text_top + 13, self.width(), 14), Qt.AlignHCenter, self._scale)
+
+
+def _label(point_size: float, bold: bool = False, colour: str = "", formula: bool = False,
+           wrap: bool = True) -> QLabel:
+    label = QLabel()
+    font = ui_font(point_size, bold)
+    if formula:  # a Latin face with ·, ᵀ, √, ∞ and Σ; the CJK fallback draws · full-width
+        font.setFamilies([*FORMULA_FAMILIES, *font.families()])
+    label.setFont(font)
+    label.setWordWrap(wrap)  # a wrapped label costs a text layout on every relayout of the page
+    label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    if colour:
+        palette = label.palette()
+        palette.setColor(QPalette.WindowText, QColor(colour))
+        label.setPalette(palette)
+    return label
+
+
+def _fill(widget: QWidget, colour: QColor) -> None:
+    palette = widget.palette()
+    palette.setColor(QPalette.Window, colour)
+    widget.setPalette(palette)
+    widget.setAutoFillBackground(True)
+
+
+class Card(QFrame):
+    """Title, formula and note with a heatmap of the whole matrix beside them; the numeric table below,
+    with the card's full width (a normal dock is narrower than a table and a heatmap side by side)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFrameShape(QFrame.StyledPanel)
+        # palettes, not style sheets: a style sheet routes every child's painting through the slow QStyleSheetStyle
+        _fill(self, QColor("white"))
+        self.title = _label(10.5, bold=True, wrap=False)
+        self.formula = _label(10, colour="#1a4d8f", formula=True, wrap=False)
+        self.note = _label(8.5, colour="#444", formula=True)
+        self.elided = _label(8, colour="#777", wrap=False)
+        self.model = WindowTableModel()
+        self.table = CompactTable(self.model)
+        self.heatmap = HeatmapThumb()
+        texts = QVBoxLayout()
+        texts.setSpacing(3)
+        for widget in (self.title, self.formula, self.note, self.elided):
+            texts.addWidget(widget)
+        texts.addStretch(1)
+        top = QHBoxLayout()
+        top.setSpacing(12)
+        top.addLayout(texts, 1)
+        top.addWidget(self.heatmap, 0, Qt.AlignTop)
+        body = QHBoxLayout()
+        body.addWidget(self.table, 0, Qt.AlignTop | Qt.AlignLeft)
+        body.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 8, 10, 10)
+        layout.setSpacing(4)
+        layout.addLayout(top)
+        layout.addLayout(body)
+
+    def show_step(self, number: int, step: Step) -> None:
+        self.title.setText(f"{number}. {step.title}")
+        self.formula.setText(step.formula)
+        self.note.setText(step.note)
+        self.elided.setText(step.elided)
+        self.elided.setVisible(bool(step.elided))
+        self.model.set_window(step.values, step.rows, step.cols, step.row_labels, step.col_labels,
+                              step.highlight_rows, step.highlight_cols, token_columns=step.col_axis == "keys")
+        self.table.scroll_to_highlight()
+        r, c = step.values.shape
+        self.heatmap.set_matrix(step.values, step.signed, step.rows, step.cols, step.highlight_rows,
+                                step.highlight_cols, f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+
+def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]]:
+    """Rows d0…d(Dh−1), then Σ, ÷√Dh, and the trace's score; columns q, k, q×k, running sum (NaN = blank)."""
+    n = dot.terms.shape[0]
+    blank = np.full((3, 4), np.nan)
+    blank[0, 2], blank[1, 2], blank[2, 2] = dot.total, dot.score, dot.trace_score
+    body = np.column_stack([dot.q, dot.k, dot.terms, np.cumsum(dot.terms)])
+    rows = [f"d{d}" for d in range(n)] + ["Σ", f"÷ √{n}", "in the trace"]
+    cols = [f"q_rot[{dot.query}]", f"k_rot[{dot.key}]", "q × k", "running Σ"]
+    return np.vstack([body, blank]), rows, cols
+
+
+class StepPanel(Panel):
+    title = "Step by step"
+    object_name = "step"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.calculation: HeadCalculation | None = None
+        self._cards_stale = False
+        self._combo_items: dict[str, tuple] = {}
+        self._cards: dict[str, Card] = {}
+        self._combos = {name: QComboBox() for name in ("layer", "head", "query", "key")}
+        controls = QHBoxLayout()
+        for name, combo in self._combos.items():
+            combo.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+            combo.setMaximumWidth(220)
+            combo.activated.connect(lambda index, name=name: self._choose(name, index))
+            controls.addWidget(QLabel(name.capitalize()))
+            controls.addWidget(combo)
+        controls.addStretch(1)
+        self.summary = _label(9)
+        self._strip = QWidget()            # every card: what the step_by_step figure renders
+        self._strip.setObjectName("step_strip")
+        _fill(self._strip, QColor(244, 244, 244))
+        self._strip_layout = QVBoxLayout(self._strip)
+        self._strip_layout.setContentsMargins(8, 8, 8, 8)
+        self._strip_layout.setSpacing(8)
+        self._strip_layout.addStretch(1)
+        self.dot_card = Card()             # the term-by-term expansion, placed after the ÷√Dh card
+        scroll = self._scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self._strip)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addLayout(controls)
+        layout.addWidget(self.summary)
+        layout.addWidget(scroll, 1)
+        self.refresh()
+
+    # ------------------------------------------------------------ selection in, selection out
+    def _choose(self, name: str, index: int) -> None:
+        self.sigSelect.emit({name: index})
+
+    def _cell_clicked(self, card: Card, index: QModelIndex) -> None:
+        """Clicking a number selects its token(s): a query row, a key column."""
+        step = next(s for s in self.calculation.steps if self._cards[s.key] is card) if self.calculation else None
+        if step is None:
+            return
+        r, c = card.model.source_index(index)
+        change = {}
+        if r is not None:
+            change["key" if step.row_axis == "keys" else "query"] = r
+        if c is not None and step.col_axis == "keys":
+            change["key"] = c
+        if "query" in change and "key" in change and change["key"] > change["query"]:
+            change.pop("key")  # a future key is masked: nothing to expand
+        if change:
+            self.sigSelect.emit(change)
+
+    # ------------------------------------------------------------ drawing
+    def refresh(self) -> None:
+        trace = self.trace
+        if trace is None:
+            self.calculation = None
+            self.summary.setText("No sentence yet. Type one above to see one attention head computed step by step, "
+                                 "with this run's real numbers.")
+            self._strip.setVisible(False)
+            for combo in self._combos.values():
+                combo.setEnabled(False)
+            return
+        sel = self.selection
+        # not Selection.clamped(): it drops the key whenever the query is "the last token" (None)
+        layer, head = min(sel.layer, trace.num_layers - 1), min(sel.head, trace.num_heads - 1)
+        query, key = sel.query_index(trace.n_tokens), sel.key_index(trace.n_tokens)
+        calc = head_calculation(trace, layer, head, query, key)
+        self.calculation = calc
+        self._update_combos(trace, calc)
+        self.summary.setText(self._summary_text(trace, calc))
+        self._strip.setVisible(True)
+        # Filling ~16 tables and heatmaps is the costly part: a panel hidden behind another dock tab
+        # skips it until it is shown (or exported), so typing only pays for what is on screen.
+        self._cards_stale = True
+        if self.isVisible():
+            self._draw_cards()
+
+    def _draw_cards(self) -> None:
+        calc = self.calculation
+        if calc is None or not self._cards_stale:
+            return
+        for number, step in enumerate(calc.steps, start=1):
+            self._card(step.key).show_step(number, step)
+        self._show_dot(calc.dot, self.trace)
+        self._cards_stale = False
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        self._draw_cards()
+
+    def _card(self, key: str) -> Card:
+        """Cards are built once and reused: a refresh only changes their contents."""
+        if key not in self._cards:
+            card = Card()
+            card.table.clicked.connect(lambda index, card=card: self._cell_clicked(card, index))
+            self._cards[key] = card
+            self._strip_layout.insertWidget(self._strip_layout.count() - 1, card)
+            card.show()  # now, not on the next event loop turn: an export may follow at once
+            if key == "scaled":  # the term-by-term expansion follows the scaled scores
+                self._strip_layout.insertWidget(self._strip_layout.count() - 1, self.dot_card)
+                self.dot_card.show()
+        return self._cards[key]
+
+    def _show_dot(self, dot: DotProduct, trace) -> None:
+        card, n = self.dot_card, dot.terms.shape[0]
+        card.title.setText("The dot product behind one score, term by term")
+        card.formula.setText(f"score[{dot.query}, {dot.key}] = Σ_d q_rot[{dot.query}]_d × k_rot[{dot.key}]_d ÷ √{n}\n"
+                             f"               = {format_value(dot.total)} ÷ {dot.scale:.4g} = {format_value(dot.score)}")
+        card.note.setText(f"Query {dot.query} “{trace.label(dot.query)}” against key {dot.key} "
+                          f"“{trace.label(dot.key)}” (pick the key above, or click a cell of Q·Kᵀ). "
+                          f"The run's own score is {format_value(dot.trace_score)} "
+                          f"(difference {abs(dot.score - dot.trace_score):.1e}).")
+        card.elided.setVisible(False)
+        values, rows, cols = dot_product_table(dot)
+        card.model.set_window(values, range(len(rows)), range(len(cols)), rows, cols, (), (2,))
+        strip = np.vstack([dot.q, dot.k, dot.terms])  # [3, Dh]
+        card.heatmap.set_matrix(strip, True, range(3), range(n), (2,), (),
+                                f"q, k, q×k × {n} head dims")
+
+    def _summary_text(self, trace, calc: HeadCalculation) -> str:
+        cfg = trace.config
+        source = "" if calc.from_weights else " (no weights in this trace: Q, K, V are the traced values)"
+        return (f"Layer {calc.layer}, head {calc.head}: query {calc.query} “{trace.label(calc.query)}”, "
+                f"key {calc.key} “{trace.label(calc.key)}”. {trace.n_tokens} tokens, D = {cfg.hidden_size}, "
+                f"Dh = {cfg.head_dim}. Every matrix is recomputed from the one before and the model's weights, "
+                f"as in the hand calculation; it matches the run to display precision{source}. "
+                "Unlike the seed's Transformer, this model adds no positions to X: it rotates q and k (RoPE) "
+                "before the dot product. Yellow: the query's row; blue: the key's column; hover a number "
+                "for full precision, click one to select its tokens.")
+
+    def _update_combos(self, trace, calc: HeadCalculation) -> None:
+        labels = [f"{i} {short(trace.label(i), 16)}" for i in range(trace.n_tokens)]
+        items = {"layer": [str(l) for l in range(trace.num_layers)],
+                 "head": [str(h) for h in range(trace.num_heads)],
+                 "query": labels, "key": labels[: calc.query + 1]}
+        current = {"layer": calc.layer, "head": calc.head, "query": calc.query, "key": calc.key}
+        for name, combo in self._combos.items():
+            combo.setEnabled(True)
+            combo.blockSignals(True)
+            if self._combo_items.get(name) != tuple(items[name]):  # rebuilding 256 items each keystroke is waste
+                combo.clear()
+                combo.addItems(items[name])
+                self._combo_items[name] = tuple(items[name])
+            combo.setCurrentIndex(current[name])
+            combo.blockSignals(False)
+
+    # ------------------------------------------------------------ export
+    def figures(self) -> list[Figure]:
+        calc = self.calculation
+        if calc is None:
+            return []
+        self._draw_cards()
+        self._lay_out_strip()
+        steps = {step_file_stem(i, s): s.csv for i, s in enumerate(calc.steps)}
+        return [Figure("step_by_step", self._strip, table=lambda: self._overview_csv(calc), extra_tables=steps),
+                Figure("step_dot_product", self.dot_card, table=calc.dot.csv)]
+
+    def _lay_out_strip(self) -> None:
+        """Lay the page of cards out now, at its full height, so that an export straight after a new
+        trace renders every card at its size. A panel hidden in a dock tab gets no layout passes
+        from the event loop (Qt defers them until shown), so this one is done by hand."""
+        if not self.isVisible():  # the scroll area would size the page only when shown: do it now
+            self.layout().invalidate()
+            self.layout().activate()
+            QCoreApplication.sendEvent(self._scroll, QResizeEvent(self._scroll.size(), self._scroll.size()))
+        cards = (*self._cards.values(), self.dot_card)
+        for card in cards:  # bottom up: activate() re-reads every nested layout's size hints
+            card.layout().invalidate()
+            card.layout().activate()
+            card.updateGeometry()
+        layout = self._strip.layout()
+        layout.invalidate()
+        width = max(self._scroll.viewport().width(), layout.minimumSize().width())
+        height = layout.heightForWidth(width) if layout.hasHeightForWidth() else layout.sizeHint().height()
+        self._strip.resize(width, max(height, layout.sizeHint().height()))
+        layout.activate()
+        for card in cards:  # top down: each card lays its table and heatmap out in its new rectangle
+            card.layout().invalidate()
+            card.layout().activate()
+
+    @staticmethod
+    def _overview_csv(calc: HeadCalculation) -> str:
+        rows = [("file", "step", "formula", "rows", "columns", "shown")]
+        rows += [(step_file_stem(i, s), s.title, s.formula, s.values.shape[0], s.values.shape[1], s.elided or "all")
+                 for i, s in enumerate(calc.steps)]
+        return csv_text(rows)

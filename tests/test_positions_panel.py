@@ -1,0 +1,269 @@
+"""The Positions panel draws the runner's own q/q_rot/k, exports five named figures, follows the selection."""
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QColor, QImage
+
+from core import positions as pos
+from core.runners import NumpyRunner
+from core.session import analyse
+from gui.fonts import register_fonts
+from gui.panels.positions_panel import PositionsPanel, arrow_segments
+from gui.panels.registry import panel_classes
+from gui.selection import Selection
+
+FIGURE_NAMES = ["positions_sinusoidal", "positions_embed_plus_pe", "positions_rope_pairs",
+                "positions_rope_angles", "positions_relative"]
+SENTENCES = {"english": "Rotary position embeddings turn each pair of numbers by an angle.",
+             "chinese": "旋转位置编码让相对距离变得可见。"}
+
+
+@pytest.fixture(scope="module", params=list(SENTENCES), ids=list(SENTENCES))
+def trace(request, bundle):
+    return analyse(NumpyRunner(bundle), SENTENCES[request.param])
+
+
+@pytest.fixture
+def panel(qtbot, qapp):
+    register_fonts(qapp)
+    widget = PositionsPanel()
+    qtbot.addWidget(widget)
+    widget.resize(700, 500)
+    widget.show()
+    return widget
+
+
+def show(panel, trace, **selection):
+    panel.set_trace(trace)
+    panel.set_selection(Selection(**selection))
+    panel.draw_all()
+
+
+def rows(csv_string: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(csv_string)))
+
+
+# ---------------------------------------------------------------- contract
+
+def test_panel_is_registered_after_next_token_and_before_moe():
+    names = [cls.__name__ for cls in panel_classes()]
+    here = names.index("PositionsPanel")
+    assert all(names.index(n) < here for n in ("TokensPanel", "AttentionPanel", "NextTokenPanel") if n in names)
+    assert all(names.index(n) > here for n in ("MoePanel", "StepPanel") if n in names)
+    assert PositionsPanel.title == "Positions" and PositionsPanel.object_name == "positions"
+
+
+def test_empty_state_without_a_trace(panel):
+    panel.set_trace(None)
+    assert panel.stack.currentWidget() is panel.empty
+    assert panel.figures() == []
+    assert not panel.layer_spin.isEnabled()
+
+
+def test_figures_have_stable_names_and_tables(panel, trace):
+    show(panel, trace)
+    figures = panel.figures()
+    assert [f.name for f in figures] == FIGURE_NAMES
+    n, d, half = trace.n_tokens, trace.config.hidden_size, trace.config.head_dim // 2
+    tables = {f.name: rows(f.table()) for f in figures}
+    assert len(tables["positions_sinusoidal"]) == n + 1 and len(tables["positions_sinusoidal"][0]) == d + 1
+    assert len(tables["positions_embed_plus_pe"]) == n + 1
+    assert len(tables["positions_rope_pairs"]) == half + 1
+    assert len(tables["positions_rope_angles"]) == trace.config.max_position_embeddings + 1
+    assert any(row[0] == "runner q_rot.k_rot" for row in tables["positions_relative"])
+    embed_rows = rows(figures[1].extra_tables["positions_embed_plus_pe_embedding"]())
+    np.testing.assert_allclose(np.array(embed_rows[1:])[:, 1:].astype(float), trace.embed, atol=1e-7)
+
+
+def test_every_figure_renders_something(panel, trace):
+    show(panel, trace)
+    for figure in panel.figures():
+        widget = figure.widget
+        assert widget.width() >= 600, f"{figure.name} was not laid out at the panel's size"
+        image = QImage(widget.size(), QImage.Format_ARGB32)
+        image.fill(QColor("white"))
+        widget.render(image)
+        pixels = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4)
+        coloured = np.any(np.abs(pixels[..., :3].astype(int) - pixels[..., [1, 2, 0]].astype(int)) > 40, axis=-1)
+        assert coloured.mean() > 0.005, f"{figure.name} looks empty"
+
+
+# ---------------------------------------------------------------- sinusoidal pages
+
+def test_sinusoidal_heatmap_is_the_table_for_this_sentence(panel, trace):
+    show(panel, trace)
+    page = panel.page("positions_sinusoidal")
+    np.testing.assert_array_equal(page.image.image, pos.sinusoidal_table(trace.n_tokens, trace.config.hidden_size))
+    assert "RoPE" in page.frame.caption.text() and "does not use" in page.frame.caption.text()
+    for dim, (_, dots) in page.curves.items():
+        np.testing.assert_allclose(dots.getData()[1], page.image.image[:, dim])
+
+
+def test_embed_plus_pe_heatmap_sums_the_traces_embedding_and_labels_tokens(panel, trace):
+    show(panel, trace)
+    page = panel.page("positions_embed_plus_pe")
+    np.testing.assert_allclose(page.images[0].image, trace.embed)
+    np.testing.assert_allclose(page.images[1].image - trace.embed, pos.sinusoidal_table(*trace.embed.shape), atol=1e-6)
+    tick_texts = [text for _, text in page.plots[0].getAxis("left")._tickLevels[0]]
+    assert tick_texts[0].endswith(trace.label(0)[:11])
+    page.scale_box.setChecked(True)
+    np.testing.assert_allclose(page.images[0].image, trace.embed * np.sqrt(trace.config.hidden_size), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- RoPE arrows = the runner's q and q_rot
+
+@pytest.mark.parametrize("layer,head", [(0, 0), (1, 3)])
+def test_arrows_drawn_are_the_traces_q_and_q_rot_for_every_pair(panel, trace, layer, head):
+    m = trace.n_tokens - 2
+    show(panel, trace, layer=layer, head=head, query=m)
+    page = panel.page("positions_rope_pairs")
+    q, q_rot = trace.layers[layer].q[head, m], trace.layers[layer].q_rot[head, m]
+    half = trace.config.head_dim // 2
+    for i in range(half):
+        page.pair_slider.setValue(i)
+        assert page.pair_spin.value() == i
+        assert page.drawn_after_tip() == pytest.approx((q_rot[i], q_rot[i + half]), abs=1e-6)
+        assert page.drawn_before_tip() == pytest.approx((q[i], q[i + half]), abs=1e-6)
+
+
+def test_small_multiples_point_where_q_rot_points(panel, trace):
+    m = trace.n_tokens - 1
+    show(panel, trace, layer=1, head=1, query=m)
+    page = panel.page("positions_rope_pairs")
+    x, y = page.small_after.getData()
+    centres = page._cell_centres(trace.config.head_dim // 2)
+    drawn = np.stack([x[1::6], y[1::6]], axis=1) - centres   # each arrow's tip, relative to its cell
+    expected = pos.split_pairs(trace.layers[1].q_rot[1, m].astype(np.float64))
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(drawn, expected, atol=1e-6)
+
+
+def test_angle_annotation_names_m_theta_for_the_selected_pair(panel, trace):
+    m = trace.n_tokens - 1
+    show(panel, trace, query=m)
+    page = panel.page("positions_rope_pairs")
+    page.set_pair(1)
+    theta_1 = float(pos.pair_frequencies(trace.config.head_dim, trace.config.rope_theta)[1])
+    title = page.big.titleLabel.text
+    assert f"= {m} × {theta_1:.4g} = {m * theta_1:.4g} rad" in title
+
+
+def test_angle_curves_are_wrapped_m_theta_over_the_context(panel, trace):
+    show(panel, trace)
+    page = panel.page("positions_rope_angles")
+    cfg = trace.config
+    assert len(page.curves) == cfg.head_dim // 2
+    x, y = page.curves[2].getData()
+    np.testing.assert_array_equal(x, np.arange(cfg.max_position_embeddings))
+    np.testing.assert_allclose(y, np.mod(x * pos.pair_frequencies(cfg.head_dim, cfg.rope_theta)[2], 2 * np.pi))
+
+
+# ---------------------------------------------------------------- relative position with real q and k
+
+def test_relative_demo_dots_are_equal_across_shifts_and_match_the_runner(panel, trace):
+    m, n = trace.n_tokens - 1, trace.n_tokens // 2
+    show(panel, trace, layer=1, head=2, query=m, key=n)
+    page = panel.page("positions_relative")
+    shifts, dots = page.both.getData()
+    assert shifts[0] == -n and 0 in shifts
+    assert np.ptp(dots) < 1e-5
+    _, moved = page.query_only.getData()
+    assert np.ptp(moved) > 1e-3
+    runner = float(np.dot(trace.layers[1].q_rot[2, m].astype(np.float64), trace.layers[1].k_rot[2, n]))
+    assert dots[list(shifts).index(0)] == pytest.approx(runner, abs=1e-4)
+    distances, by_distance = page.by_distance.getData()
+    assert page.actual_distance.value() == m - n
+    assert by_distance[m - n] == pytest.approx(runner, abs=1e-4)
+    assert f"= {runner:.6f}." in page.frame.caption.text()
+
+
+# ---------------------------------------------------------------- selection in and out
+
+def test_following_the_shared_selection_redraws_the_visible_page(panel, trace):
+    panel.set_trace(trace)
+    panel.tabs.setCurrentWidget(panel.page("positions_rope_pairs"))
+    page = panel.page("positions_rope_pairs")
+    half = trace.config.head_dim // 2
+    for head in range(trace.num_heads):
+        panel.set_selection(Selection(layer=1, head=head, query=0))
+        q_rot = trace.layers[1].q_rot[head, 0]
+        assert page.drawn_after_tip() == pytest.approx((q_rot[page.pair], q_rot[page.pair + half]), abs=1e-6)
+    assert panel.head_spin.value() == trace.num_heads - 1 and panel.query_combo.currentIndex() == 0
+
+
+def test_hidden_pages_catch_up_before_export(panel, bundle):
+    runner = NumpyRunner(bundle)
+    first, second = analyse(runner, "The cat sat."), analyse(runner, "模型会把每个词切成更小的片段。")
+    show(panel, first)
+    panel.set_trace(second)   # only the visible tab redraws now
+    panel.figures()
+    demo = panel.page("positions_relative").demo
+    assert demo.query_pos == second.n_tokens - 1
+
+
+def test_user_choices_ask_through_sigselect_and_programmatic_updates_do_not(panel, trace, qtbot):
+    show(panel, trace)
+    with qtbot.assertNotEmitted(panel.sigSelect):
+        panel.set_selection(Selection(layer=1, head=2))
+    with qtbot.waitSignal(panel.sigSelect) as blocker:
+        panel.head_spin.setValue(0)
+    assert blocker.args == [{"head": 0}]
+    with qtbot.waitSignal(panel.sigSelect) as blocker:
+        panel.query_combo.activated.emit(1)
+    assert blocker.args == [{"query": 1}]
+    with qtbot.waitSignal(panel.sigSelect) as blocker:
+        panel.key_combo.activated.emit(0)
+    assert blocker.args == [{"query": panel.query_combo.currentIndex(), "key": 0}]
+    assert Selection().updated(**blocker.args[0]).clamped(2, 4, trace.n_tokens).key == 0  # survives clamping
+
+
+def test_clicking_a_small_multiple_selects_that_pair(panel, trace):
+    show(panel, trace)
+    page = panel.page("positions_rope_pairs")
+    assert page.pair_slider.maximum() == trace.config.head_dim // 2 - 1
+    centre = page._cell_centres(trace.config.head_dim // 2)[3]
+    scene_point = page.small.vb.mapViewToScene(QPointF(*centre))
+
+    class Click:
+        def scenePos(self):
+            return scene_point
+
+    page._clicked_small(Click())
+    assert page.pair == 3 and page.pair_spin.value() == 3
+    xs, ys = page.small_box.getData()
+    assert xs.min() < centre[0] < xs.max() and ys.min() < centre[1] < ys.max()
+
+
+def test_a_model_with_another_head_size_rebuilds_the_pair_views(panel, make_bundle):
+    wide = analyse(NumpyRunner(make_bundle(hidden_size=64, num_attention_heads=2, num_key_value_heads=2)),
+                   "The cat sat on the mat.")
+    narrow = analyse(NumpyRunner(make_bundle(hidden_size=32, num_attention_heads=4, num_key_value_heads=4)),
+                     "The cat sat on the mat.")
+    show(panel, wide)
+    page = panel.page("positions_rope_pairs")
+    page.set_pair(15)
+    show(panel, narrow, layer=1, head=3)
+    assert page.pair_slider.maximum() == 3 and page.pair == 3
+    assert len(page.small_texts) == 4 and len(panel.page("positions_rope_angles").curves) == 4
+    q_rot = narrow.layers[1].q_rot[3, narrow.n_tokens - 1]
+    assert page.drawn_after_tip() == pytest.approx((q_rot[3], q_rot[7]), abs=1e-6)
+
+
+def test_a_single_token_sentence_draws_every_page(panel, bundle):
+    one = NumpyRunner(bundle).run([5])
+    show(panel, one)
+    assert panel.page("positions_sinusoidal").image.image.shape == (1, one.config.hidden_size)
+    demo = panel.page("positions_relative").demo
+    assert demo.distance == 0 and np.ptp(demo.dot_shift_both) < 1e-5
+
+
+def test_arrow_segments_start_at_the_origin_and_end_at_the_tip():
+    x, y = arrow_segments(np.array([[3.0, 4.0], [-1.0, 0.5]]), np.array([[1.0, 1.0], [0.0, 0.0]]))
+    assert len(x) == 12
+    assert (x[0], y[0], x[1], y[1]) == (1.0, 1.0, 3.0, 4.0)
+    assert (x[7], y[7]) == (-1.0, 0.5)
