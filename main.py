@@ -3,6 +3,10 @@
     python main.py [--model BUNDLE] [--text "..."]          open the app
     python main.py trace --text "..." --out DIR              trace.npz + tokens.csv
     python main.py random-bundle --out DIR                   a randomly initialised bundle
+    python main.py corpus --out resources/corpus             build the training corpus (apt-get download)
+    python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
+    python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
+    python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
 """
 from __future__ import annotations
 
@@ -33,6 +37,84 @@ def cmd_random_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_corpus(args: argparse.Namespace) -> int:
+    from core.training.corpus import build_corpus
+
+    manifest = build_corpus(args.out, workdir=args.workdir)
+    print(f"{args.out}: {manifest['train_documents']} training and {manifest['val_documents']} validation documents")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    try:
+        from core.training.trainer import settings_from_args, train
+    except ImportError as exc:  # torch is the optional `train` extra
+        raise ValueError(f"training needs PyTorch: pip install -e '.[train]' ({exc})") from None
+
+    train(settings_from_args(args), log=lambda line: print(line, flush=True))
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from core.bundle import load_bundle
+    from core.sample_text import sample_sentences
+    from core.training.corpus import load_corpus
+    from core.training.evaluate import evaluate_bundle, format_report, thresholds, to_json
+
+    bundle = load_bundle(args.bundle)
+    if args.corpus:
+        train_docs, val_docs, _ = load_corpus(args.corpus)
+    else:  # no corpus at hand: the project's own sample sentences still give every number
+        train_docs, val_docs = [], sample_sentences(200, seed=1)
+    result = evaluate_bundle(bundle, val_docs, train_docs, backend=args.backend)
+    if args.json:
+        print(to_json({**result, "checks": thresholds(result)}))
+    else:
+        print(format_report(result))
+        for prompt, text in result["samples"].items():
+            print(f"{prompt!r} -> {text!r}")
+    return 0
+
+
+def add_training_commands(sub) -> None:
+    corpus = sub.add_parser("corpus", help="build the bilingual training corpus from Debian packages")
+    corpus.add_argument("--out", default="resources/corpus", help="output folder (train.txt, val.txt, manifest.json)")
+    corpus.add_argument("--workdir", help="keep downloaded packages here (default: a temporary folder)")
+    corpus.set_defaults(func=cmd_corpus)
+
+    tr = sub.add_parser("train", help="train a model with PyTorch and write a bundle (needs the train extra)")
+    tr.add_argument("--corpus", required=True, help="corpus folder or any UTF-8 text file (documents split at blank lines)")
+    tr.add_argument("--out", required=True, help="bundle folder to write")
+    tr.add_argument("--config", default="default", choices=["tiny", "default", "untied", "deep"])
+    tr.add_argument("--minutes", type=float, help="time budget (sets the step count from the measured speed)")
+    tr.add_argument("--steps", type=int, help="exact number of optimisation steps")
+    tr.add_argument("--seed", type=int, default=0)
+    tr.add_argument("--resume", action="store_true", help="continue from the run folder's checkpoint")
+    tr.add_argument("--run-dir", dest="run_dir", help="checkpoints and cache (default ~/glassbox-runs/<out name>)")
+    tr.add_argument("--threads", type=int)
+    for name, kind in (("batch", int), ("seq-len", int), ("lr", float), ("warmup", int), ("weight-decay", float),
+                       ("aux-coef", float), ("copy-start", float), ("copy-end", float), ("vocab-size", int),
+                       ("min-lr-ratio", float), ("eval-every", int)):
+        tr.add_argument(f"--{name}", dest=name.replace("-", "_"), type=kind)
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("eval", help="evaluate a bundle: loss, head scores, copying, expert load")
+    ev.add_argument("bundle", nargs="?", help="bundle folder (default: the shipped model)")
+    ev.add_argument("--corpus", help="corpus folder or text file for validation text")
+    ev.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
+    ev.add_argument("--json", action="store_true")
+    ev.set_defaults(func=cmd_eval)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from gui.headless import export_sentence
+
+    for path in export_sentence(args.text, args.out, model=args.model, formats=args.format,
+                                width=args.width, backend=args.backend):
+        print(path)
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from gui.app import run_app
 
@@ -53,10 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
     trace.set_defaults(func=cmd_trace)
 
+    exp = sub.add_parser("export", help="write every panel's figures for a text, without a display")
+    exp.add_argument("--text", required=True)
+    exp.add_argument("--out", required=True, help="output folder")
+    exp.add_argument("--model", help="bundle folder")
+    exp.add_argument("--format", default="png,svg,csv,npz", help="comma-separated: png,svg,csv,npz")
+    exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width)")
+    exp.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
+    exp.set_defaults(func=cmd_export)
+
     rand = sub.add_parser("random-bundle", help="write a randomly initialised bundle (for tests and demos)")
     rand.add_argument("--out", required=True)
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
+    add_training_commands(sub)
     return parser
 
 

@@ -6,4 +6,10 @@ def panel_classes() -> list[type]:
     """Imported lazily so that importing gui.panels does not pull in every panel."""
     classes: list[type] = []
     # Each panel file adds itself here, in dock order:
+    from gui.panels.tokens_panel import TokensPanel; classes.append(TokensPanel)  # noqa: E702
+    from gui.panels.attention_panel import AttentionPanel; classes.append(AttentionPanel)  # noqa: E702
+    from gui.panels.next_token_panel import NextTokenPanel; classes.append(NextTokenPanel)  # noqa: E702
+    from gui.panels.positions_panel import PositionsPanel; classes.append(PositionsPanel)  # noqa: E702
+    from gui.panels.moe_panel import MoePanel; classes.append(MoePanel)  # noqa: E702
+    from gui.panels.step_panel import StepPanel; classes.append(StepPanel)  # noqa: E702
     return classes

@@ -1,0 +1,68 @@
+"""Take a screenshot of the whole main window with a sentence, made by the app itself.
+
+    python benchmarks/screenshot.py --text "订单成交，订单取消。" --out docs/screenshot.png
+
+Uses the real display when there is one (e.g. Xvfb: DISPLAY=:99), else Qt's offscreen platform.
+Settings go to a temporary file, so your own layout and last sentence are left alone.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--text", default="订单成交，订单取消。The cat sat on the mat because it was tired.")
+    parser.add_argument("--out", default="docs/screenshot.png")
+    parser.add_argument("--model", help="bundle folder (default: the shipped model)")
+    parser.add_argument("--size", default="1600x1000", help="window size WIDTHxHEIGHT")
+    parser.add_argument("--backend", default="both", choices=["onnx", "numpy", "both"])
+    parser.add_argument("--query", type=int, help="select this token as the query")
+    args = parser.parse_args()
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from core.bundle import load_bundle
+    from gui.app import application
+    from gui.controller import Controller
+    from gui.main_window import MainWindow
+
+    app = application()
+    settings = QSettings(str(Path(tempfile.mkdtemp()) / "screenshot.ini"), QSettings.Format.IniFormat)
+    controller = Controller(load_bundle(args.model), args.backend)
+    window = MainWindow(controller, settings)
+    width, height = (int(v) for v in args.size.split("x"))
+    window.resize(width, height)
+    window.show()
+    window.sentence_bar.setText(args.text)
+    deadline = time.monotonic() + 60
+    while (controller.trace is None or controller.busy()) and time.monotonic() < deadline:
+        app.processEvents()
+        time.sleep(0.01)
+    if args.query is not None:
+        controller.select({"query": args.query})
+    for _ in range(30):   # let every panel finish its deferred layout and painting
+        app.processEvents()
+        time.sleep(0.02)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    if not window.grab().save(args.out):
+        print(f"could not save {args.out}", file=sys.stderr)
+        return 1
+    print(args.out)
+    window.close()
+    QApplication.processEvents()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""A row of labelled chips that wraps like text: token pieces, merge steps.
+
+One painted widget rather than one QLabel per chip, so a 256-token sentence redraws in a few
+milliseconds and renders to PNG/SVG exactly as on screen. Chips may carry several lines: the first
+is drawn large (the piece), the others small (id, byte span).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from gui.fonts import ui_font
+
+MARGIN = 6.0
+GAP = 4.0          # between chips of one word
+WORD_GAP = 14.0    # before a chip that starts a new word (pre-token)
+PAD_X, PAD_Y = 6.0, 3.0
+MARK_COLOUR = QColor(230, 120, 20)     # the selected chip's outline
+HOVER_COLOUR = QColor(40, 90, 180)
+
+
+@dataclass(frozen=True)
+class Chip:
+    lines: tuple[str, ...]         # first line large, the rest small
+    fill: QColor
+    gap_before: bool = False       # a new word starts here
+
+
+class ChipFlow(QWidget):
+    sigHovered = Signal(int)   # chip index under the mouse; -1 when it leaves every chip
+    sigClicked = Signal(int)
+
+    def __init__(self, big_point_size: float = 12.0, small_point_size: float = 8.0,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._big = ui_font(big_point_size)
+        self._small = ui_font(small_point_size)
+        self._big_metrics, self._small_metrics = QFontMetricsF(self._big), QFontMetricsF(self._small)
+        self._big_height, self._small_height = self._big_metrics.height(), self._small_metrics.height()
+        self._chips: list[Chip] = []
+        self._line_widths: list[list[float]] = []
+        self._width_cache: dict[tuple[bool, str], float] = {}
+        self._rects: list[QRectF] = []
+        self._laid_out_width = -1
+        self._marked = -1
+        self._hovered = -1
+        self._placeholder = ""
+        self.setMouseTracking(True)
+        self.setAutoFillBackground(False)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    # ------------------------------------------------------------ content
+    def set_chips(self, chips: Sequence[Chip], placeholder: str = "") -> None:
+        self._chips = list(chips)
+        self._placeholder = placeholder
+        self._hovered = -1
+        # Text widths are measured once per chip here, not at every layout or paint.
+        self._line_widths = [[self._advance(i == 0, text) for i, text in enumerate(chip.lines)]
+                             for chip in self._chips]
+        self._relayout()
+        self.update()
+
+    def _advance(self, big: bool, text: str) -> float:
+        key = (big, text)
+        width = self._width_cache.get(key)
+        if width is None:
+            if len(self._width_cache) > 20000:   # a long session: keep the cache bounded
+                self._width_cache.clear()
+            width = (self._big_metrics if big else self._small_metrics).horizontalAdvance(text)
+            self._width_cache[key] = width
+        return width
+
+    def set_marked(self, index: int) -> None:
+        if index != self._marked:
+            self._marked = index
+            self.update()
+
+    def chip_count(self) -> int:
+        return len(self._chips)
+
+    def chip_rect(self, index: int) -> QRectF:
+        self._ensure_layout()
+        return QRectF(self._rects[index])
+
+    def chip_lines(self, index: int) -> tuple[str, ...]:
+        return self._chips[index].lines
+
+    # ------------------------------------------------------------ layout
+    def _chip_size(self, index: int) -> tuple[float, float]:
+        lines = len(self._chips[index].lines)
+        height = self._big_height + self._small_height * (lines - 1)
+        return max(self._line_widths[index]) + 2 * PAD_X, height + 2 * PAD_Y
+
+    def _flow(self, width: float) -> tuple[list[QRectF], float]:
+        """Chip rectangles for a given widget width, and the height they need."""
+        rects: list[QRectF] = []
+        x, y, row_height = MARGIN, MARGIN, 0.0
+        for index, chip in enumerate(self._chips):
+            w, h = self._chip_size(index)
+            gap = (WORD_GAP if chip.gap_before else GAP) if rects else 0.0
+            if rects and x + gap + w > width - MARGIN:   # wrap to a new row
+                x, y, gap = MARGIN, y + row_height + GAP + 2, 0.0
+                row_height = 0.0
+            rects.append(QRectF(x + gap, y, w, h))
+            x += gap + w
+            row_height = max(row_height, h)
+        return rects, y + row_height + MARGIN
+
+    def _relayout(self) -> None:
+        width = max(self.width(), 200)
+        self._rects, height = self._flow(width)
+        self._laid_out_width = self.width()
+        if not self._chips:
+            height = self._big_metrics.height() + 2 * MARGIN
+        # Exactly as tall as the chips need: a figure of it has no empty band below.
+        self.setFixedHeight(int(height + 0.5))
+
+    def _ensure_layout(self) -> None:
+        if self._laid_out_width != self.width():
+            self._relayout()
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(400, max(self.minimumHeight(), 40))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        if event.size().width() != event.oldSize().width():
+            self._relayout()
+        super().resizeEvent(event)
+
+    # ------------------------------------------------------------ drawing
+    def paintEvent(self, event) -> None:  # noqa: N802
+        self._ensure_layout()
+        painter = QPainter(self)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        if not self._chips:
+            painter.setFont(self._small)
+            painter.setPen(QColor(110, 110, 110))
+            painter.drawText(self.rect().adjusted(int(MARGIN), int(MARGIN), 0, 0),
+                             Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self._placeholder)
+            return
+        visible = QRectF(event.rect())
+        shown = [i for i, rect in enumerate(self._rects) if rect.intersects(visible)]
+        for index in shown:   # boxes first, then text by font: fewer painter state changes
+            self._draw_box(painter, index)
+        self._draw_lines(painter, shown, big=True)
+        self._draw_lines(painter, shown, big=False)
+
+    def _draw_box(self, painter: QPainter, index: int) -> None:
+        fill = self._chips[index].fill
+        if index == self._marked:
+            pen = QPen(MARK_COLOUR, 2.5)
+        elif index == self._hovered:
+            pen = QPen(HOVER_COLOUR, 1.5)
+        else:
+            pen = QPen(fill.darker(135), 1.0)
+        painter.setPen(pen)
+        painter.setBrush(fill)
+        painter.drawRoundedRect(self._rects[index].adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+
+    def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
+        """Each chip's first line (big) or its other lines (small), centred, at precomputed positions."""
+        painter.setFont(self._big if big else self._small)
+        painter.setPen(QColor(20, 20, 20) if big else QColor(90, 90, 90))
+        big_h, small = self._big_metrics.height(), self._small_metrics
+        for index in shown:
+            rect, lines, widths = self._rects[index], self._chips[index].lines, self._line_widths[index]
+            if big:
+                baseline = rect.y() + PAD_Y + self._big_metrics.ascent()
+                painter.drawText(QPointF(rect.x() + (rect.width() - widths[0]) / 2, baseline), lines[0])
+                continue
+            for row, (text, width) in enumerate(zip(lines[1:], widths[1:])):
+                baseline = rect.y() + PAD_Y + big_h + row * small.height() + small.ascent()
+                painter.drawText(QPointF(rect.x() + (rect.width() - width) / 2, baseline), text)
+
+    # ------------------------------------------------------------ mouse
+    def index_at(self, x: float, y: float) -> int:
+        self._ensure_layout()
+        for index, rect in enumerate(self._rects):
+            if rect.contains(x, y):
+                return index
+        return -1
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        index = self.index_at(event.position().x(), event.position().y())
+        if index != self._hovered:
+            self._hovered = index
+            self.update()
+            self.sigHovered.emit(index)
+
+    def leaveEvent(self, event) -> None:  # noqa: N802
+        if self._hovered != -1:
+            self._hovered = -1
+            self.update()
+            self.sigHovered.emit(-1)
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if event.button() == Qt.MouseButton.LeftButton:
+            index = self.index_at(event.position().x(), event.position().y())
+            if index >= 0:
+                self.sigClicked.emit(index)

@@ -1,0 +1,437 @@
+"""The main window: sentence bar on top, one dock per panel, menus, status bar, persistence.
+
+The window only wires things: the Controller runs the model and owns Trace and Selection; the
+panels draw. A panel whose dock is hidden (closed, or a tab behind another) is not redrawn on every
+keystroke: it is marked stale and brought up to date when it becomes visible.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QLabel, QMainWindow,
+                               QMessageBox, QTextBrowser, QToolBar, QVBoxLayout, QWidget)
+
+from core.bundle import Bundle
+from gui import export
+from gui.controller import Controller
+from gui.panels.base import Figure, Panel
+from gui.sentence_bar import SentenceBar
+
+ORGANISATION = "Glassbox"
+APPLICATION = "Glassbox"
+STATE_VERSION = 1   # bump when the default dock set changes so old layouts are not restored onto it
+
+Area = Qt.DockWidgetArea
+# object_name -> (dock area, the dock to share a tab group with); panels not listed go right.
+DEFAULT_LAYOUT: dict[str, tuple[Qt.DockWidgetArea, str | None]] = {
+    "tokens": (Area.TopDockWidgetArea, None),
+    "attention": (Area.LeftDockWidgetArea, None),
+    "positions": (Area.LeftDockWidgetArea, "attention"),
+    "step": (Area.LeftDockWidgetArea, "attention"),
+    "next_token": (Area.RightDockWidgetArea, None),
+    "moe": (Area.RightDockWidgetArea, "next_token"),
+}
+STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
+BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
+
+
+def default_settings() -> QSettings:
+    return QSettings(ORGANISATION, APPLICATION)
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, controller: Controller, settings: QSettings | None = None,
+                 panel_classes: list[type] | None = None, restore: bool = True) -> None:
+        super().__init__()
+        from gui.panels.registry import panel_classes as registered
+
+        self.controller = controller
+        self.settings = settings if settings is not None else default_settings()
+        self.panels: list[Panel] = [cls() for cls in (panel_classes if panel_classes is not None else registered())]
+        self.docks: dict[str, QDockWidget] = {}
+        self._stale: set[str] = set()
+        self._current_panel: str | None = None
+        self.last_error = ""
+        self._message_box: QMessageBox | None = None
+        self._about: QDialog | None = None
+
+        self.setObjectName("glassbox_main_window")
+        self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
+                            | QMainWindow.DockOption.AllowNestedDocks)
+        self._build_sentence_bar()
+        self._build_docks()
+        self._build_status_bar()
+        self._build_menus()
+        self._connect_controller()
+        self.place_default_layout()
+        self._update_title(controller.bundle)
+        if restore:
+            self._restore_settings()
+        QApplication.instance().focusChanged.connect(self._on_focus_changed)
+
+    # ------------------------------------------------------------ building
+    def _build_sentence_bar(self) -> None:
+        self.sentence_bar = SentenceBar()
+        self.notice = QLabel()
+        self.notice.setObjectName("notice")
+        self.notice.setWordWrap(True)
+        self.notice.setStyleSheet("QLabel { background: #fff3c4; color: #5a4300; padding: 3px 6px;"
+                                  " border: 1px solid #e8cf7a; border-radius: 3px; }")
+        self.notice.hide()
+        holder = QWidget()
+        layout = QVBoxLayout(holder)
+        layout.setContentsMargins(4, 2, 4, 2)
+        layout.setSpacing(2)
+        layout.addWidget(self.sentence_bar)
+        layout.addWidget(self.notice)
+        bar = QToolBar("Sentence")
+        bar.setObjectName("sentence_toolbar")
+        bar.setMovable(False)
+        bar.setFloatable(False)
+        bar.toggleViewAction().setVisible(False)   # the sentence bar is not optional
+        bar.addWidget(holder)
+        self.addToolBar(Qt.ToolBarArea.TopToolBarArea, bar)
+        self.sentence_toolbar = bar
+        # Docks fill the window; the central widget is a placeholder Qt requires.
+        placeholder = QWidget()
+        placeholder.setMaximumSize(0, 0)
+        self.setCentralWidget(placeholder)
+        placeholder.hide()
+
+    def _build_docks(self) -> None:
+        self.setCorner(Qt.Corner.TopLeftCorner, Area.TopDockWidgetArea)
+        self.setCorner(Qt.Corner.TopRightCorner, Area.TopDockWidgetArea)
+        for panel in self.panels:
+            dock = QDockWidget(panel.title, self)
+            dock.setObjectName(panel.object_name)
+            dock.setWidget(panel)
+            dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
+                             | QDockWidget.DockWidgetFeature.DockWidgetFloatable
+                             | QDockWidget.DockWidgetFeature.DockWidgetClosable)
+            dock.visibilityChanged.connect(lambda visible, name=panel.object_name: self._on_dock_shown(name, visible))
+            self.docks[panel.object_name] = dock
+            self.controller.connect_panel(panel)
+
+    def _build_status_bar(self) -> None:
+        status = self.statusBar()
+        self.tokens_label = QLabel()
+        self.backend_label = QLabel()
+        self.time_label = QLabel()
+        self.parity_label = QLabel()
+        self.busy_label = QLabel("running…")
+        self.busy_label.hide()
+        for label in (self.busy_label, self.tokens_label, self.backend_label, self.time_label, self.parity_label):
+            label.setStyleSheet("QLabel { padding: 0 8px; }")
+            status.addPermanentWidget(label)
+        self._show_status(self.controller.status())
+
+    def _build_menus(self) -> None:
+        menus = self.menuBar()
+        file_menu = menus.addMenu("&File")
+        self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+O"))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))
+        self._action(file_menu, "Export &all…", self.choose_export_all, QKeySequence("Ctrl+Shift+E"))
+        file_menu.addSeparator()
+        self._action(file_menu, "&Quit", self.close, QKeySequence("Ctrl+Q"))
+
+        self.view_menu = menus.addMenu("&View")
+        for panel in self.panels:
+            self.view_menu.addAction(self.docks[panel.object_name].toggleViewAction())
+        self.view_menu.addSeparator()
+        self._action(self.view_menu, "&Reset layout", self.place_default_layout)
+
+        model_menu = menus.addMenu("&Model")
+        group = QActionGroup(self)
+        self.backend_actions: dict[str, QAction] = {}
+        for name, label in BACKEND_LABELS.items():
+            action = model_menu.addAction(label)
+            action.setCheckable(True)
+            action.setChecked(name == self.controller.backend)
+            action.triggered.connect(lambda _=False, n=name: self.set_backend(n))
+            group.addAction(action)
+            self.backend_actions[name] = action
+
+        help_menu = menus.addMenu("&Help")
+        self._action(help_menu, "&About the model…", self.show_about)
+
+    def _action(self, menu, text: str, slot, shortcut=None) -> QAction:
+        action = menu.addAction(text)
+        if shortcut is not None:
+            action.setShortcut(shortcut)
+        action.triggered.connect(lambda _=False: slot())
+        return action
+
+    def _connect_controller(self) -> None:
+        c = self.controller
+        self.sentence_bar.sigTextEdited.connect(c.set_text)
+        self.sentence_bar.sigSubmitted.connect(c.flush)
+        c.sigTraceChanged.connect(self._push_trace)
+        c.sigSelectionChanged.connect(self._push_selection)
+        c.sigNotice.connect(self._show_notice)
+        c.sigError.connect(self.show_error)
+        c.sigBusy.connect(self.busy_label.setVisible)
+        c.sigStatus.connect(self._show_status)
+        c.sigHighlight.connect(self.sentence_bar.highlight)
+        c.sigTextReplaced.connect(self.sentence_bar.set_text_silently)
+        c.sigBundleChanged.connect(self._on_bundle_changed)
+
+    # ------------------------------------------------------------ layout
+    def place_default_layout(self) -> None:
+        """Every panel docked where it belongs, visible, tabs in registry order (View → Reset layout)."""
+        placed: dict[str, QDockWidget] = {}
+        for dock in self.docks.values():   # start from nothing: re-tabifying docked widgets leaves stray tab bars
+            self.removeDockWidget(dock)
+        for panel in self.panels:
+            dock = self.docks[panel.object_name]
+            dock.setFloating(False)
+            area, partner = DEFAULT_LAYOUT.get(panel.object_name, (Area.RightDockWidgetArea, "next_token"))
+            anchor = placed.get(partner) if partner else None
+            if anchor is None and partner:   # its partner is not registered: share a tab with its area's first dock
+                anchor = next((d for d in placed.values() if self.dockWidgetArea(d) == area), None)
+            if anchor is not None:
+                self.tabifyDockWidget(anchor, dock)
+            else:
+                self.addDockWidget(area, dock)
+            dock.show()
+            placed[panel.object_name] = dock
+        for name in ("tokens", "attention", "next_token"):
+            if name in placed:
+                placed[name].raise_()
+        # Dock sizes only take once the window has its real size: now if shown, else at the first show.
+        self._size_docks_on_show = not self.isVisible()
+        if self.isVisible():
+            self._size_default_docks()
+
+    def _size_default_docks(self) -> None:
+        width, height = self.width(), self.height()
+        if "tokens" in self.docks:
+            self.resizeDocks([self.docks["tokens"]], [int(height * 0.34)], Qt.Orientation.Vertical)
+        left = next((self.docks[n] for n in ("attention", "positions", "step") if n in self.docks), None)
+        right = next((self.docks[n] for n in ("next_token", "moe") if n in self.docks), None)
+        if left is not None and right is not None:
+            self.resizeDocks([left, right], [int(width * 0.55), int(width * 0.45)], Qt.Orientation.Horizontal)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._size_docks_on_show:
+            self._size_docks_on_show = False
+            QTimer.singleShot(0, self._size_default_docks)
+
+    def _restore_settings(self) -> None:
+        geometry = self.settings.value("window/geometry")
+        if isinstance(geometry, QByteArray) and not geometry.isEmpty():
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1500, 950)
+        state = self.settings.value("window/state")
+        if isinstance(state, QByteArray) and not state.isEmpty() and self.restoreState(state, STATE_VERSION):
+            self._size_docks_on_show = False   # the saved layout carries its own sizes
+
+    def save_settings(self) -> None:
+        self.settings.setValue("window/geometry", self.saveGeometry())
+        self.settings.setValue("window/state", self.saveState(STATE_VERSION))
+        self.settings.setValue("sentence/last", self.sentence_bar.text())
+        self.settings.setValue("model/last", str(self.controller.bundle.path))
+        self.settings.setValue("model/backend", self.controller.backend)
+        self.settings.sync()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
+        self.save_settings()
+        self.controller.shutdown()
+        super().closeEvent(event)
+
+    # ------------------------------------------------------------ trace and selection to panels
+    @staticmethod
+    def on_screen(panel: Panel) -> bool:
+        """Visible and not covered: a dock behind another tab is 'visible' to Qt but has nothing on screen."""
+        return panel.isVisible() and not panel.visibleRegion().isEmpty()
+
+    def _push_trace(self, trace) -> None:
+        for panel in self.panels:
+            if self.on_screen(panel):
+                self._update_panel(panel, trace)
+            else:
+                self._stale.add(panel.object_name)
+
+    def _push_selection(self, selection) -> None:
+        for panel in self.panels:
+            if self.on_screen(panel) and panel.object_name not in self._stale:
+                self._guarded(panel, panel.set_selection, selection)
+            else:
+                self._stale.add(panel.object_name)
+
+    def _update_panel(self, panel: Panel, trace) -> None:
+        self._stale.discard(panel.object_name)
+        panel.selection = self.controller.selection   # one refresh for trace and selection together
+        self._guarded(panel, panel.set_trace, trace)
+
+    def _guarded(self, panel: Panel, method, argument) -> None:
+        """One panel failing to draw must not stop the others; the error still reaches sys.excepthook."""
+        try:
+            method(argument)
+        except Exception:
+            self.statusBar().showMessage(f"the {panel.title} panel could not draw this sentence", 8000)
+            sys.excepthook(*sys.exc_info())
+
+    def _on_dock_shown(self, name: str, visible: bool) -> None:
+        if visible:
+            self._current_panel = name
+            if name in self._stale:
+                panel = self.docks[name].widget()
+                self._update_panel(panel, self.controller.trace)
+
+    def bring_all_up_to_date(self) -> None:
+        for panel in self.panels:
+            if panel.object_name in self._stale:
+                self._update_panel(panel, self.controller.trace)
+
+    def panel(self, object_name: str) -> Panel | None:
+        return next((p for p in self.panels if p.object_name == object_name), None)
+
+    # ------------------------------------------------------------ status, notices, errors
+    def _show_status(self, status: dict) -> None:
+        self.tokens_label.setText(f"{status['tokens']} / {status['context']} tokens")
+        self.backend_label.setText(f"backend: {STATUS_BACKENDS[status['backend']]}")
+        elapsed = status.get("elapsed_ms")
+        self.time_label.setText("" if elapsed is None else f"forward {elapsed:.1f} ms")
+        parity = status.get("parity")
+        self.parity_label.setVisible(parity is not None)
+        if parity is not None:
+            self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
+
+    def _show_notice(self, text: str) -> None:
+        self.notice.setText(text)
+        self.notice.setVisible(bool(text))
+
+    def show_error(self, message: str) -> None:
+        """A clear, non-blocking message box (the app keeps running underneath)."""
+        self.last_error = message
+        self.statusBar().showMessage(message, 10000)
+        if self._message_box is None:
+            self._message_box = QMessageBox(QMessageBox.Icon.Warning, "Glassbox", "", parent=self)
+            self._message_box.setWindowModality(Qt.WindowModality.NonModal)
+        self._message_box.setText(message)
+        self._message_box.show()
+
+    def _update_title(self, bundle: Bundle) -> None:
+        self.setWindowTitle(f"Glassbox — {bundle.name} ({bundle.path})")
+
+    def _on_bundle_changed(self, bundle: Bundle) -> None:
+        self._update_title(bundle)
+        self.settings.setValue("model/last", str(bundle.path))
+        self.statusBar().showMessage(f"opened {bundle.path}", 5000)
+        if self._about is not None and self._about.isVisible():
+            self.show_about()
+
+    def set_backend(self, name: str) -> None:
+        self.backend_actions[name].setChecked(True)
+        self.controller.set_backend(name)
+
+    # ------------------------------------------------------------ menus
+    def choose_bundle(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open a model bundle (a folder with model.onnx)",
+                                                  str(self.controller.bundle.path.parent))
+        if folder:
+            self.controller.open_bundle(folder)
+
+    def show_about(self) -> None:
+        bundle = self.controller.bundle
+        if self._about is None:
+            self._about = QDialog(self)
+            self._about.setWindowTitle("About the model")
+            self._about.resize(640, 520)
+            self._about_text = QTextBrowser()
+            self._about_text.setOpenExternalLinks(True)
+            QVBoxLayout(self._about).addWidget(self._about_text)
+        self._about_text.setMarkdown(f"**Glassbox** — model bundle `{bundle.path}`\n\n---\n\n"
+                                     + (bundle.model_card or "_This bundle has no MODEL_CARD.md._"))
+        self._about.show()
+        self._about.raise_()
+
+    def _on_focus_changed(self, _old, new) -> None:
+        widget = new
+        while widget is not None and not isinstance(widget, Panel):
+            widget = widget.parentWidget()
+        if widget is not None:
+            self._current_panel = widget.object_name
+
+    def current_panel(self) -> Panel | None:
+        """The panel the user last worked in (focus or tab shown), else the first visible one."""
+        panel = self.panel(self._current_panel) if self._current_panel else None
+        if panel is not None and self.on_screen(panel):
+            return panel
+        return next((p for p in self.panels if self.on_screen(p)), self.panels[0] if self.panels else None)
+
+    def _last_folder(self) -> str:
+        return str(self.settings.value("export/folder", str(Path.home())))
+
+    def choose_figure_export(self) -> None:
+        from gui.export_dialog import ExportFigureDialog
+
+        self.bring_all_up_to_date()
+        figures = [(f"{p.title} — {f.name}", f) for p in self.panels for f in self._figures_of(p)]
+        if not figures:
+            self.show_error("there is no figure to export")
+            return
+        current = self.current_panel()
+        first = next((i for i, (_, f) in enumerate(figures)
+                      if current is not None and f in self._figures_of(current)), 0)
+        dialog = ExportFigureDialog(figures, first, self._last_folder(), self)
+        if dialog.exec() == QDialog.DialogCode.Accepted:
+            choice = dialog.choice()
+            self.settings.setValue("export/folder", str(choice.path.parent))
+            self.export_figure_to(choice.figure, choice.fmt, choice.path, choice.width)
+
+    def choose_export_all(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export every figure and the numbers to a folder",
+                                                  self._last_folder())
+        if folder:
+            self.settings.setValue("export/folder", folder)
+            self.export_all_to(folder)
+
+    def _figures_of(self, panel: Panel) -> list[Figure]:
+        try:
+            return list(panel.figures())
+        except Exception:
+            sys.excepthook(*sys.exc_info())
+            return []
+
+    # ------------------------------------------------------------ exporting
+    def export_figure_to(self, figure: Figure, fmt: str, path: str | Path, width: int | None = None) -> None:
+        """Render one figure now (GUI thread), write it off the UI thread; errors get a message box."""
+        path = Path(path)
+        try:
+            if fmt == "png":
+                data = export.png_bytes(figure.widget, width)
+            elif fmt == "svg":
+                data = export.figure_files(figure, ["svg"])[f"{figure.name}.svg"]
+            elif figure.table is not None:
+                data = figure.table().encode("utf-8")
+            else:
+                raise ValueError(f"the figure {figure.name} has no table of numbers")
+        except ValueError as exc:
+            self.show_error(f"export failed: {exc}")
+            return
+        self.controller.write_files(path.parent, {path.name: data},
+                                    on_done=lambda paths: self._exported(paths, path.parent),
+                                    on_error=lambda message: self.show_error(f"export failed: {message}"))
+
+    def export_all_to(self, folder: str | Path, formats=export.FORMATS, width: int | None = None) -> None:
+        """Every panel's figures plus trace.npz and tokens.csv into folder."""
+        self.bring_all_up_to_date()
+        figures = [f for p in self.panels for f in self._figures_of(p)]
+        self.statusBar().showMessage(f"rendering {len(figures)} figures…")
+        QApplication.setOverrideCursor(Qt.CursorShape.WaitCursor)   # painting widgets must happen on this thread
+        try:
+            files = export.all_files(figures, self.controller.trace, formats, width)
+        finally:
+            QApplication.restoreOverrideCursor()
+        self.controller.write_files(folder, files, on_done=lambda paths: self._exported(paths, folder),
+                                    on_error=lambda message: self.show_error(f"export failed: {message}"))
+
+    def _exported(self, paths: list, folder) -> None:
+        self.statusBar().showMessage(f"exported {len(paths)} file(s) to {folder}", 8000)
