@@ -39,3 +39,19 @@ def make_bundle(tmp_path_factory, small_tokenizer):
 @pytest.fixture(scope="session")
 def bundle(make_bundle):
     return make_bundle()
+
+
+@pytest.fixture
+def show(qtbot):
+    """show(widget, width, height) -> widget: the bundled CJK font registered, sized, shown offscreen, exposed."""
+    from gui.fonts import register_fonts
+
+    def _show(widget, width: int = 1000, height: int = 700):
+        register_fonts()
+        qtbot.addWidget(widget)
+        widget.resize(width, height)
+        widget.show()
+        qtbot.waitExposed(widget)
+        return widget
+
+    return _show

@@ -38,13 +38,8 @@ def previous_token_trace(trace, layer: int = 0, head: int = 1):
 
 
 @pytest.fixture
-def panel(qtbot):
-    widget = AttentionPanel()
-    qtbot.addWidget(widget)
-    widget.resize(1300, 850)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+def panel(show):
+    return show(AttentionPanel(), 1300, 850)
 
 
 def choose_scale(panel: AttentionPanel, mode: str) -> None:

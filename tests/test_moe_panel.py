@@ -29,16 +29,8 @@ def trace(request, runner):
 
 
 @pytest.fixture
-def panel(qtbot):
-    from gui.fonts import register_fonts
-
-    register_fonts()
-    widget = MoePanel()
-    qtbot.addWidget(widget)
-    widget.resize(1200, 800)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+def panel(show):
+    return show(MoePanel(), 1200, 800)
 
 
 def path_cells(item) -> set[tuple[int, int]]:

@@ -29,16 +29,8 @@ def chinese_trace(bundle):
 
 
 @pytest.fixture
-def panel(qtbot):
-    from gui.fonts import register_fonts
-
-    register_fonts()
-    widget = NextTokenPanel()
-    qtbot.addWidget(widget)
-    widget.resize(640, 520)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+def panel(show):
+    return show(NextTokenPanel(), 640, 520)
 
 
 def _expected_top(trace, position: int, n: int):

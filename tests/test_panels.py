@@ -14,7 +14,6 @@ from PySide6.QtGui import QImage
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
-from gui.fonts import register_fonts
 from gui.panels.base import Panel
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
@@ -38,16 +37,6 @@ def image_pixels(png: bytes) -> tuple[QImage, np.ndarray]:
     return image, pixels
 
 
-def make_panel(qtbot, panel_class) -> Panel:
-    register_fonts()
-    panel = panel_class()
-    qtbot.addWidget(panel)
-    panel.resize(1000, 700)
-    panel.show()
-    qtbot.waitExposed(panel)
-    return panel
-
-
 def test_tokens_panel_is_registered_first():
     assert PANELS and PANELS[0].object_name == "tokens"
 
@@ -61,8 +50,8 @@ def test_every_panel_has_a_unique_stable_object_name():
 
 @pytest.mark.parametrize("language", SENTENCES)
 @pytest.mark.parametrize("panel_class", PANELS, ids=lambda cls: cls.object_name)
-def test_panel_draws_selects_empties_and_exports(qtbot, panel_class, language, traces):
-    panel = make_panel(qtbot, panel_class)
+def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, language, traces):
+    panel: Panel = show(panel_class())
     trace = traces[language]
 
     panel.set_trace(trace)

@@ -12,7 +12,6 @@ from PySide6.QtGui import QColor, QImage
 from core import positions as pos
 from core.runners import NumpyRunner
 from core.session import analyse
-from gui.fonts import register_fonts
 from gui.panels.positions_panel import PositionsPanel, arrow_segments
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
@@ -29,13 +28,8 @@ def trace(request, bundle):
 
 
 @pytest.fixture
-def panel(qtbot, qapp):
-    register_fonts(qapp)
-    widget = PositionsPanel()
-    qtbot.addWidget(widget)
-    widget.resize(700, 500)
-    widget.show()
-    return widget
+def panel(show):
+    return show(PositionsPanel(), 700, 500)
 
 
 def show(panel, trace, **selection):

@@ -23,12 +23,8 @@ def english(bundle):
 
 
 @pytest.fixture
-def panel(qtbot):
-    panel = StepPanel()
-    qtbot.addWidget(panel)
-    panel.resize(760, 900)
-    panel.show()
-    return panel
+def panel(show):
+    return show(StepPanel(), 760, 900)
 
 
 def cell_texts(card, display_row: int) -> list[str]:

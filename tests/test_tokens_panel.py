@@ -9,21 +9,14 @@ from core.random_bundle import make_random_bundle
 from core.runners import NumpyRunner
 from core.session import analyse
 from core.tokenizer import BPETokenizer
-from gui.fonts import register_fonts
 from gui.panels.tokens_panel import TokensPanel, merges_csv, newly_merged, pieces_at_step
 
 SEED_LINES = ["订单成交", "订单取消", "查询订单", "订单过期"]   # the first seed's BPE example
 
 
 @pytest.fixture()
-def panel(qtbot):
-    register_fonts()
-    widget = TokensPanel()
-    qtbot.addWidget(widget)
-    widget.resize(900, 600)
-    widget.show()
-    qtbot.waitExposed(widget)
-    return widget
+def panel(show):
+    return show(TokensPanel(), 900, 600)
 
 
 @pytest.fixture(scope="module")
