@@ -212,7 +212,7 @@ def test_user_choices_ask_through_sigselect_and_programmatic_updates_do_not(pane
     assert blocker.args == [{"query": 1}]
     with qtbot.waitSignal(panel.sigSelect) as blocker:
         panel.key_combo.activated.emit(0)
-    assert blocker.args == [{"query": panel.query_combo.currentIndex(), "key": 0}]
+    assert blocker.args == [{"key": 0}]
     assert Selection().updated(**blocker.args[0]).clamped(2, 4, trace.n_tokens).key == 0  # survives clamping
 
 

@@ -706,9 +706,7 @@ class PositionsPanel(Panel):
         self.layer_spin.valueChanged.connect(lambda v: self.sigSelect.emit({"layer": int(v)}))
         self.head_spin.valueChanged.connect(lambda v: self.sigSelect.emit({"head": int(v)}))
         self.query_combo.activated.connect(lambda i: self.sigSelect.emit({"query": int(i)}))
-        # The query is sent too: Selection.clamped drops a key chosen while the query means "last token".
-        self.key_combo.activated.connect(
-            lambda i: self.sigSelect.emit({"query": self.query_combo.currentIndex(), "key": int(i)}))
+        self.key_combo.activated.connect(lambda i: self.sigSelect.emit({"key": int(i)}))
         for text, widget in (("Layer", self.layer_spin), ("Head", self.head_spin),
                              ("Query m", self.query_combo), ("Key n", self.key_combo)):
             row.addWidget(QLabel(text))

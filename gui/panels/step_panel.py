@@ -506,7 +506,6 @@ class StepPanel(Panel):
                 combo.setEnabled(False)
             return
         sel = self.selection
-        # not Selection.clamped(): it drops the key whenever the query is "the last token" (None)
         layer, head = min(sel.layer, trace.num_layers - 1), min(sel.head, trace.num_heads - 1)
         query, key = sel.query_index(trace.n_tokens), sel.key_index(trace.n_tokens)
         calc = head_calculation(trace, layer, head, query, key)
