@@ -11,7 +11,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+
+# The model's matrices are small (at most 256 x 2048): one BLAS thread is faster than several,
+# and several spin against the UI and ONNX Runtime threads on a 2-core machine
+# (benchmarks/bench_forward.py: NumPy forward at T=256 took 19 ms single-threaded, 340 ms default
+# while another process was busy). Set before NumPy is imported; a user's own setting wins.
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
