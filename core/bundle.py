@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -18,6 +17,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
 
+from core.atomic import atomic_write_bytes
 from core.config import ModelConfig
 from core.onnx_export import CONFIG_KEY, build_model, read_weights
 from core.tokenizer import BPETokenizer
@@ -25,8 +25,6 @@ from core.trace import output_names
 
 MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
 
@@ -128,20 +126,6 @@ def _check_graph(folder: Path, model: onnx.ModelProto, config: ModelConfig) -> N
 
 
 # ---------------------------------------------------------------- writing
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the mode open() would
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
 
 def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mapping[str, np.ndarray],
                  tokenizer: BPETokenizer, model_card: str) -> Path:

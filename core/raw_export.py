@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.bundle import atomic_write_bytes
+from core.atomic import atomic_write_bytes
 from core.trace import Trace
 
 

@@ -31,7 +31,6 @@ import functools
 import heapq
 import json
 import os
-import tempfile
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -40,6 +39,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 import regex
+
+from core.atomic import atomic_write_bytes
 
 __all__ = [
     "BPETokenizer",
@@ -653,17 +654,8 @@ class BPETokenizer:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write tokenizer.json atomically (temp file in the same folder, then replace)."""
-        path = Path(path)
-        data = json.dumps(self.to_json(), ensure_ascii=False, indent=2)
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(data)
-                f.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        data = json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n"
+        atomic_write_bytes(Path(path), data.encode("utf-8"))
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "BPETokenizer":
