@@ -55,3 +55,22 @@ def show(qtbot):
         return widget
 
     return _show
+
+
+def hover(widget, pos) -> None:
+    """Deliver a mouse move to `widget` at `pos` directly (QTest's mouseMove drops moves now and then offscreen).
+
+    pyqtgraph's scenes ignore a move that comes within 1/mouseRateLimit s (10 ms) of the last one,
+    so wait past that first: two quick hovers in a test must both arrive.
+    """
+    from PySide6.QtCore import QEvent, QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    QTest.qWait(30)
+
+    local = QPointF(pos)
+    event = QMouseEvent(QEvent.Type.MouseMove, local, QPointF(widget.mapToGlobal(local)),
+                        Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(widget, event)

@@ -16,6 +16,7 @@ from gui.panels import attention_panel
 from gui.panels.attention_panel import AttentionPanel, TokenAxis, rasterise_lines
 from gui.plotting import MASKED_RGBA, colormap
 from gui.selection import Selection
+from conftest import hover
 
 SENTENCE = "The cat sat on the mat because it was tired."
 
@@ -163,7 +164,7 @@ def test_hovering_a_cell_shows_weight_and_pre_softmax_score(panel, trace, qtbot)
     panel.set_selection(Selection(layer=1, head=2))
     panel.set_trace(trace)
     settle(qtbot)
-    qtbot.mouseMove(panel.matrix_view.viewport(), panel.cell_point(4, 1))
+    hover(panel.matrix_view.viewport(), panel.cell_point(4, 1))
     qtbot.waitUntil(lambda: "→" in panel.hover_text())
     weight = float(trace.layers[1].attn[2, 4, 1])
     score = float(trace.layers[1].scores[2, 4, 1])
@@ -171,7 +172,7 @@ def test_hovering_a_cell_shows_weight_and_pre_softmax_score(panel, trace, qtbot)
     assert f"{weight:.4f}" in text and f"{score:.3f}" in text
     assert trace.label(4) in text and trace.label(1) in text
 
-    qtbot.mouseMove(panel.matrix_view.viewport(), panel.cell_point(1, 4))
+    hover(panel.matrix_view.viewport(), panel.cell_point(1, 4))
     qtbot.waitUntil(lambda: "masked" in panel.hover_text())
 
 
@@ -223,10 +224,10 @@ def test_hovering_a_token_shows_only_its_lines(panel, trace, qtbot):
     panel.set_trace(trace)
     settle(qtbot)
     view = panel.lines_view
-    qtbot.mouseMove(view, view.token_point("query", 3))
+    hover(view, view.token_point("query", 3))
     qtbot.waitUntil(lambda: {q for _, q, _ in view.lines_shown()} == {3})
     assert len(view.lines_shown()) == 4  # keys 0..3
-    qtbot.mouseMove(view, view.token_point("key", 1))
+    hover(view, view.token_point("key", 1))
     qtbot.waitUntil(lambda: {k for _, _, k in view.lines_shown()} == {1})
     assert {q for _, q, _ in view.lines_shown()} == set(range(1, trace.n_tokens))
 

@@ -16,6 +16,7 @@ from core.session import analyse
 from gui.controller import Controller
 from gui.fonts import register_fonts
 from gui.main_window import MainWindow
+from conftest import hover
 
 ENGLISH = "The cat sat on the mat because it was tired."
 CHINESE = "订单成交，订单取消，查询订单。"
@@ -114,7 +115,7 @@ def test_hovering_a_token_highlights_its_characters_in_the_sentence_bar(qtbot, w
     type_text(qtbot, window, CHINESE)
     chips = window.panel("tokens").chips
     token = window.controller.trace.tokenization.tokens[1]
-    qtbot.mouseMove(chips, chips.chip_rect(1).center().toPoint())
+    hover(chips, chips.chip_rect(1).center().toPoint())
     qtbot.waitUntil(lambda: window.sentence_bar.highlighted_span() is not None)
     assert window.sentence_bar.highlighted_span() == (token.char_start, token.char_end)
 

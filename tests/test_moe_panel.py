@@ -13,6 +13,7 @@ from core.runners import NumpyRunner
 from core.session import analyse
 from gui.panels.moe_panel import WHATIF_TAG, MoePanel, elided
 from gui.selection import Selection
+from conftest import hover
 
 ENGLISH = "The cat sat on the mat and looked at the door."
 CHINESE = "我想查询一下我的订单状态。"
@@ -338,7 +339,7 @@ def test_hovering_a_cell_gives_its_numbers_and_highlights_the_token(panel, trace
     row, expert = 1, int(trace.layers[0].expert_ids[1, 0])
     scene_point = panel.router.weights_plot.vb.mapViewToScene(QPointF(expert + 0.5, row + 0.5))
     with qtbot.waitSignal(panel.sigHoverText) as blocker:
-        qtbot.mouseMove(panel.router.plots.viewport(), panel.router.plots.mapFromScene(scene_point))
+        hover(panel.router.plots.viewport(), panel.router.plots.mapFromScene(scene_point))
     token = trace.tokenization.tokens[row]
     assert blocker.args == [token.char_start, token.char_end]
     text = panel.hover.text()

@@ -10,6 +10,7 @@ from core.runners import NumpyRunner
 from core.session import analyse
 from core.tokenizer import BPETokenizer
 from gui.panels.tokens_panel import TokensPanel, merges_csv, newly_merged, pieces_at_step
+from conftest import hover
 
 SEED_LINES = ["订单成交", "订单取消", "查询订单", "订单过期"]   # the first seed's BPE example
 
@@ -46,7 +47,7 @@ def test_hovering_a_chip_asks_to_highlight_its_characters(panel, bundle, qtbot):
     token = trace.tokenization.tokens[2]
     centre = panel.chips.chip_rect(2).center().toPoint()
     with qtbot.waitSignal(panel.sigHoverText) as hovered:
-        qtbot.mouseMove(panel.chips, centre)
+        hover(panel.chips, centre)
     assert hovered.args == [token.char_start, token.char_end]
 
 
