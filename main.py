@@ -101,7 +101,7 @@ def add_training_commands(sub) -> None:
     tr.add_argument("--run-dir", dest="run_dir", help="checkpoints and cache (default ~/glassbox-runs/<out name>)")
     tr.add_argument("--threads", type=int)
     for name, kind in (("batch", int), ("seq-len", int), ("lr", float), ("warmup", int), ("weight-decay", float),
-                       ("aux-coef", float), ("copy-start", float), ("copy-end", float), ("vocab-size", int),
+                       ("aux-coef", float), ("copy-start", float), ("copy-end", float), ("copy-warmup", int), ("vocab-size", int),
                        ("min-lr-ratio", float), ("eval-every", int)):
         tr.add_argument(f"--{name}", dest=name.replace("-", "_"), type=kind)
     tr.set_defaults(func=cmd_train)
