@@ -124,6 +124,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_gui(args: argparse.Namespace) -> int:
+    from gui.platform_check import display_problem
+
+    problem = display_problem()  # before Qt loads: Qt aborts the process with a misleading message
+    if problem:
+        raise ValueError(problem)
     from gui.app import run_app
 
     return run_app(model=args.model, text=args.text)
