@@ -30,9 +30,6 @@ ROLE_DEFINITIONS: dict[str, str] = {
                  "token that followed each earlier copy.",
 }
 
-ROLE_LABELS: dict[str, str] = {"previous_token": "prev", "self": "self", "first_token": "sink",
-                               "duplicate_token": "dup", "induction": "ind"}
-
 
 @dataclass(frozen=True)
 class RoleEvidence:

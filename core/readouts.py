@@ -31,7 +31,8 @@ def default_target(trace: Trace, position: int) -> int:
     return int(np.argmax(trace.logits[position]))
 
 
-def readout_arrays(runner, trace: Trace, position: int | None = None, target: int | None = None) -> dict[str, np.ndarray]:
+def readout_arrays(runner, trace: Trace, position: int | None = None,
+                   target: int | None = None) -> dict[str, np.ndarray]:
     """Every readout of `trace` (run by `runner`, which also runs the probe) under readouts.npz's keys."""
     position = check_target(trace, trace.n_tokens - 1 if position is None else position, target)
     target = default_target(trace, position) if target is None else target
@@ -74,7 +75,8 @@ def cmd_readouts(args: argparse.Namespace) -> int:
 def add_readouts_command(sub) -> None:
     p = sub.add_parser("readouts", help="logit lens, direct logit attribution and head roles of a text -> readouts.npz")
     p.add_argument("--text", required=True)
-    p.add_argument("--position", type=int, help="token position to attribute (default: the last; negative counts from the end)")
+    p.add_argument("--position", type=int,
+                   help="token position to attribute (default: the last; negative counts from the end)")
     p.add_argument("--target", type=int, help="token id to attribute (default: the model's top token at the position)")
     p.add_argument("--out", required=True, help="output folder")
     p.add_argument("--model", help="bundle folder")

@@ -93,7 +93,8 @@ BAD_FILES = {
     "negative head": json.dumps(minimal(selection={"layer": 0, "head": -1})).encode(),
     "bool layer": json.dumps(minimal(selection={"layer": True})).encode(),
     "top_p zero": json.dumps(minimal(sampling={"top_p": 0})).encode(),
-    "nan temperature": b'{"format": "glassbox-session", "version": 1, "sentences": ["a"], "sampling": {"temperature": NaN}}',
+    "nan temperature": b'{"format": "glassbox-session", "version": 1, "sentences": ["a"], '
+                       b'"sampling": {"temperature": NaN}}',
     "intervention not a list": json.dumps(minimal(interventions={"head_mask": 3})).encode(),
     "intervention with an object": json.dumps(minimal(interventions={"head_mask": [{"a": 1}]})).encode(),
     "layout not base64": json.dumps(minimal(dock_layout="%%%")).encode(),
