@@ -108,10 +108,10 @@ def test_probe_is_deterministic_and_the_same_on_both_backends(bundle):
 
 
 def test_shipped_model_has_a_previous_token_head_and_induction_heads():
-    # the model card's finding, seen through the readout: L0H2 looks one back, layer 1 heads copy
+    # the model card's finding, seen through the readout: a layer-0 head looks one back, layer-1 heads copy
     roles = probe_roles(OnnxRunner(load_bundle()))
-    prev = roles.best_heads("previous_token", 1)[0]
-    assert prev[:2] == (0, 2) and prev[2] > 0.6
+    layer, _, score = roles.best_heads("previous_token", 1)[0]
+    assert layer == 0 and score > 0.6
     induction = roles.scores[1, :, ROLE_NAMES.index("induction")]
     assert (induction > 0.6).all()
     sentence = sentence_roles(analyse(OnnxRunner(load_bundle()), "one two three four. one two three four."))
