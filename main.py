@@ -7,6 +7,7 @@
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
+    python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
 """
 from __future__ import annotations
 
@@ -162,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
     add_training_commands(sub)
+    from core.readouts import add_readouts_command
+    add_readouts_command(sub)
     return parser
 
 
