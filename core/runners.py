@@ -93,7 +93,8 @@ class OnnxRunner:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
-        self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"],
+                                             disabled_optimizers=["GatherSliceToSplitFusion"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
         self._inputs = {i.name for i in self._session.get_inputs()} | \
             {i.name for i in self._session.get_overridable_initializers()}
