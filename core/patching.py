@@ -50,7 +50,8 @@ class PatchPair:
     metric_corrupt: float
 
     def normalised(self, metric: float) -> float:
-        return (metric - self.metric_corrupt) / (self.metric_clean - self.metric_corrupt)
+        # + 0.0 turns the -0.0 of an unchanged run into 0.0
+        return (metric - self.metric_corrupt) / (self.metric_clean - self.metric_corrupt) + 0.0
 
 
 def logit_difference(logits: np.ndarray, answer_id: int, wrong_id: int) -> float:  # [T, V] -> scalar
@@ -73,8 +74,9 @@ def prepare_pair(runner: Runner, clean_ids, corrupt_ids, answer_id: int | None =
         if not 0 <= token < vocab:
             raise ValueError(f"the {name} token id {token} is outside the vocabulary [0, {vocab})")
     if answer == wrong:
-        raise ValueError(f"the answer and the wrong token are the same (id {answer}); "
-                         "give a different --answer or --wrong")
+        given = "the answer and the wrong token are" if answer_id is not None and wrong_id is not None else \
+            "A's top prediction and B's (the default answer and wrong tokens) are"
+        raise ValueError(f"{given} the same token (#{answer}); give a different --answer or --wrong")
     pair = PatchPair(clean, corrupt, answer, wrong, logit_difference(clean.logits, answer, wrong),
                      logit_difference(corrupt.logits, answer, wrong))
     if pair.metric_clean == pair.metric_corrupt:
