@@ -1,9 +1,14 @@
 """Interventions as arguments of a run: ablation, experts off, patches — each honoured by both runners."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+from core.bundle import load_bundle
 from core.interventions import Interventions, experts_off_mask, head_mask_off, parse_sites, stage_names
 from core.model import expert_terms
 from core.runners import NumpyRunner, OnnxRunner, max_difference
@@ -200,3 +205,40 @@ def test_sites_parse_and_name_the_valid_range():
         parse_sites("2.1", "head", 2, 4)
     with pytest.raises(ValueError, match="not LAYER.INDEX"):
         parse_sites("1-2", "expert", 2, 4)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _main(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("backend", ["onnx", "numpy"])
+def test_trace_command_writes_the_intervened_run_and_its_interventions(tmp_path, backend):
+    text = "订单成交了"
+    result = _main("trace", "--text", text, "--out", str(tmp_path), "--backend", backend,
+                   "--ablate-heads", "0.1,1.3", "--ablate-mode", "mean", "--ablate-experts", "0.2")
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(None)
+    cfg = bundle.config
+    iv = Interventions(head_mask=head_mask_off(cfg, [(0, 1), (1, 3)]), ablate_mode="mean",
+                       experts_off=experts_off_mask(cfg, [(0, 2)]))
+    expected = NumpyRunner(bundle).run(bundle.tokenizer.encode(text), interventions=iv)
+    with np.load(tmp_path / "trace.npz") as npz:
+        assert str(npz["ablate_mode"]) == "mean"
+        assert np.array_equal(npz["head_mask"], iv.head_mask) and np.array_equal(npz["experts_off"], iv.experts_off)
+        assert not np.isin(npz["layers.0.expert_ids"], [2]).any()
+        np.testing.assert_allclose(npz["logits"], expected.logits, atol=1e-4)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (("--ablate-heads", "2.1"), "head 2.1 does not exist: layers 0-1, heads 0-3 in each"),
+    (("--ablate-experts", "0.4"), "expert 0.4 does not exist: layers 0-1, experts 0-3 in each"),
+    (("--ablate-experts", "1.0,1.1,1.2"), "layer 1 keeps 1 expert(s) switched on; the router needs at least 2"),
+    (("--ablate-heads", "x"), "head 'x' is not LAYER.INDEX"),
+])
+def test_trace_command_bad_sites_get_one_line_with_the_valid_range(tmp_path, flags, message):
+    result = _main("trace", "--text", "订单", "--out", str(tmp_path), *flags)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

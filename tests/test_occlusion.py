@@ -1,7 +1,10 @@
 """Occlusion and attention rollout: hand-made cases, a model whose attention writes nothing, both runners."""
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -95,3 +98,36 @@ def test_both_runners_give_the_same_occlusion(bundle):
 def test_bad_occlusion_arguments_name_the_valid_range(bundle, kwargs, message):
     with pytest.raises(ValueError, match=message):
         occlude(NumpyRunner(bundle), IDS, **kwargs)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _main(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "main.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_occlude_command_on_the_shipped_model_writes_occlusion_npz(tmp_path):
+    text = "When David and Jesus went out, Jesus gave a drink to"
+    result = _main("occlude", "--text", text, "--position", "9", "--baseline", " the", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    bundle = load_bundle(None)
+    expected = occlude(OnnxRunner(bundle), bundle.tokenizer.encode(text), position=9,
+                       baseline_id=bundle.tokenizer.encode(" the")[0])
+    with np.load(tmp_path / "occlusion.npz") as npz:
+        np.testing.assert_allclose(npz["delta_logprob"], expected.delta_logprob, atol=1e-5)
+        np.testing.assert_allclose(npz["rollout"], expected.rollout, atol=1e-6)
+        assert int(npz["baseline"]) == bundle.tokenizer.encode(" the")[0] and int(npz["position"]) == 9
+    lines = (tmp_path / "occlusion.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "position,token,delta_logprob,rollout" and len(lines) == 1 + expected.input_ids.size
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--text", "订单成交了", "--position", "9"), "position 9 is outside the text: positions 0-6"),
+    (("--text", "订单成交了", "--baseline", "订单"), "is 3 tokens"),
+    (("--text", "", "--target", "3"), "--text: the text is empty"),
+])
+def test_occlude_command_bad_arguments_get_one_line(tmp_path, args, message):
+    result = _main("occlude", *args, "--out", str(tmp_path))
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1

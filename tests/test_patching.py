@@ -158,7 +158,9 @@ def test_patch_command_on_the_shipped_model_writes_the_issues_keys_and_a_csv(tmp
         assert int(npz["answer_id"]) == pair.answer_id and int(npz["wrong_id"]) == pair.wrong_id
         np.testing.assert_allclose(float(npz["metric_clean"]), pair.metric_clean, atol=1e-5)
         np.testing.assert_allclose(npz["heads"], sweep(runner, pair, "heads"), atol=1e-6)
-        assert np.all(npz["resid"][:, -1] == 1.0)  # the last position of every stage carries all of A
+        changed = int(np.flatnonzero(npz["input_ids_clean"] != npz["input_ids_corrupt"])[0])
+        assert npz["resid"][0, changed] == 1.0 and np.all(np.delete(npz["resid"][0], changed) == 0.0)
+        assert np.all(npz["resid"][-2:, -1] == 1.0)  # after the last attention, the last position holds all of A
     with open(tmp_path / "patch.csv", encoding="utf-8", newline="") as handle:
         rows = list(csv.reader(handle))
     assert rows[0][0] == "sweep" and rows[4][6] == rows[4][7] == "␣Jesus"
