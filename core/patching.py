@@ -228,15 +228,13 @@ def patch_csv_rows(result: PatchResult, clean_labels: list[str], corrupt_labels:
 
 BENCH_SWEEPS = ("resid", "heads", "heads_pos")  # the issue's target: residual and head sweeps of a 16-token pair
 
-def bench_patch_sweep(runner: Runner | None = None, clean: str = "When Mary and John went out, John gave",
-                      corrupt: str = "When Mary and John went out, Mary gave", n_tokens: int = 16,
-                      repeats: int = 5) -> dict[str, float]:
+def bench_patch_sweep(runner: Runner | None = None, n_tokens: int = 16, repeats: int = 5) -> dict[str, float]:
     """Median milliseconds of the residual + head + head x position sweeps on an n_tokens pair (`patch_sweep_ms.16`)."""
     if runner is None:
         from core.bundle import load_bundle
         from core.runners import OnnxRunner
         runner = OnnxRunner(load_bundle(None))
-    pair = prepare_pair(runner, *_same_length_ids(runner, clean, corrupt, n_tokens))
+    pair = _bench_pair(runner, n_tokens)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -247,9 +245,14 @@ def bench_patch_sweep(runner: Runner | None = None, clean: str = "When Mary and 
     return {f"patch_sweep_ms.{n_tokens}": statistics.median(times) * 1e3, "runs": runs}
 
 
-def _same_length_ids(runner: Runner, clean: str, corrupt: str, n_tokens: int) -> tuple[list[int], list[int]]:
-    # repeat the texts until both reach n_tokens, then cut: the bench wants an exact length, not a sentence
-    tokenizer = runner.bundle.tokenizer
-    a, b = tokenizer.encode(clean), tokenizer.encode(corrupt)
-    a, b = (a * (n_tokens // len(a) + 1))[:n_tokens], (b * (n_tokens // len(b) + 1))[:n_tokens]
-    return a, b
+def _bench_pair(runner: Runner, n_tokens: int) -> PatchPair:
+    # a sample sentence cut to exactly n_tokens; B changes the token in the middle; wrong = B's best token other than A's
+    from core.sample_text import sample_sentences
+
+    text = " ".join(sample_sentences(8, seed=0))
+    clean = np.array(runner.bundle.tokenizer.encode(text)[:n_tokens], np.int64)
+    corrupt = clean.copy()
+    corrupt[n_tokens // 2] = (clean[n_tokens // 2] + 1) % runner.bundle.config.vocab_size
+    answer = int(np.argmax(runner.run_logits(clean)[-1]))
+    ranked = np.argsort(-runner.run_logits(corrupt)[-1])
+    return prepare_pair(runner, clean, corrupt, answer, int(ranked[1] if ranked[0] == answer else ranked[0]))

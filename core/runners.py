@@ -93,6 +93,8 @@ class OnnxRunner:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
+        # That fusion sizes its outputs from an intervention input's default (a position axis of 1), and a
+        # patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"],
                                              disabled_optimizers=["GatherSliceToSplitFusion"])
         self._outputs = output_names(bundle.config.num_hidden_layers)

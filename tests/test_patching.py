@@ -12,8 +12,8 @@ import pytest
 
 from core.bundle import load_bundle
 from core.interventions import Interventions
-from core.patching import (SWEEPS, cell_interventions, logit_difference, patch_arrays, patch_csv_rows,
-                           patched_metric, prepare_pair, resid_values, run_all_sweeps, sweep)
+from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, logit_difference, patch_arrays,
+                           patch_csv_rows, patched_metric, prepare_pair, resid_values, run_all_sweeps, sweep)
 from core.runners import NumpyRunner, OnnxRunner
 
 CLEAN = np.array([12, 80, 5, 33, 140, 9, 61, 200, 18])
@@ -177,3 +177,11 @@ def test_patch_command_bad_arguments_get_one_line(tmp_path, args, message):
     assert result.returncode == 2
     assert message in result.stderr or re.search(message, result.stderr), result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_bench_reports_the_sweep_time_under_the_issues_key(bundle):
+    report = bench_patch_sweep(NumpyRunner(bundle), n_tokens=6, repeats=1)
+    cfg = bundle.config
+    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+    assert report["runs"] == (1 + 2 * L) * 6 + L * H + L * H * 6
+    assert report["patch_sweep_ms.6"] > 0
