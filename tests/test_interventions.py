@@ -242,3 +242,21 @@ def test_trace_command_bad_sites_get_one_line_with_the_valid_range(tmp_path, fla
     result = _main("trace", "--text", "订单", "--out", str(tmp_path), *flags)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_graph_without_an_intervention_input_says_to_export_again(bundle, tmp_path):
+    import shutil
+
+    import onnx
+
+    folder = tmp_path / "old"
+    shutil.copytree(bundle.path, folder)
+    model = onnx.load(str(folder / "model.onnx"))
+    kept = [i for i in model.graph.input if i.name != "experts_off"]  # its default stays, as a constant
+    del model.graph.input[:]
+    model.graph.input.extend(kept)
+    onnx.save(model, str(folder / "model.onnx"))
+    runner = OnnxRunner(load_bundle(folder))
+    assert np.array_equal(runner.run(IDS).logits, OnnxRunner(bundle).run(IDS).logits)  # plain runs still work
+    with pytest.raises(ValueError, match="predates the experts_off intervention; export the bundle again"):
+        runner.run(IDS, interventions=Interventions(experts_off=experts_off_mask(bundle.config, [(0, 1)])))
