@@ -183,5 +183,11 @@ def test_the_bench_reports_the_sweep_time_under_the_issues_key(bundle):
     report = bench_patch_sweep(NumpyRunner(bundle), n_tokens=6, repeats=1)
     cfg = bundle.config
     L, H = cfg.num_hidden_layers, cfg.num_attention_heads
-    assert report["runs"] == (1 + 2 * L) * 6 + L * H + L * H * 6
+    assert report["cells"] == (1 + 2 * L) * 6 + L * H + L * H * 6
     assert report["patch_sweep_ms.6"] > 0
+
+
+@pytest.mark.parametrize("kind, cell", [("resid", (2, 1)), ("heads_pos", (1, 0, 2)), ("resid", (0, 5))])
+def test_a_cell_left_out_because_a_and_b_agree_there_is_what_a_run_gives(pairs, results, kind, cell):
+    runner, pair = pairs["numpy"]
+    assert getattr(results["numpy"], kind)[cell] == patched_metric(runner, pair, cell_interventions(pair, kind, cell))
