@@ -6,7 +6,8 @@ S = 1 + 2L residual stages (see `stage_names`):
   head_mask        [L, H] float32   1 keeps a head; 0 ablates it (values between scale it)
   ablate_mode      "zero" | "mean"  what an ablated head outputs instead: nothing, or its mean output
                                     over this sentence's T positions — the mean over t of the head's
-                                    output *before* W_O, (attn @ v)[h, t, :]; a head kept at a fraction
+                                    output *before* W_O, (attn @ v)[h, t, :], later positions included
+                                    (a property of the sentence, not causal); a head kept at a fraction
                                     m outputs m * own + (1 - m) * mean
   expert_override  [L, T, K] int64  -1 lets the router choose that slot, e >= 0 forces expert e
   experts_off      [L, E] bool      switched off: the router takes its top K among the remaining
