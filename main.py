@@ -8,6 +8,8 @@
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
+    python main.py patch --clean A --corrupt B --out DIR     activation patching sweeps: patch.npz + patch.csv
+    python main.py occlude --text "..." --out DIR            occlusion and attention rollout: occlusion.npz
 """
 from __future__ import annotations
 
@@ -25,12 +27,13 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
+    from core.experiment_commands import interventions_from_args
     from core.raw_export import write_trace_files
     from core.runners import make_runner
     from core.session import analyse
 
     runner = make_runner(load_bundle(args.model), args.backend)
-    trace = analyse(runner, args.text)
+    trace = analyse(runner, args.text, interventions=interventions_from_args(args, runner.bundle.config))
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
               f"of {trace.config.max_position_embeddings} tokens and were not analysed", file=sys.stderr)
@@ -136,6 +139,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from core.experiment_commands import add_experiment_commands, add_intervention_flags
+
     parser = argparse.ArgumentParser(prog="glassbox", description="See inside a small transformer.")
     parser.add_argument("--model", help="bundle folder (default: the shipped model in resources/model)")
     parser.add_argument("--text", help="sentence to analyse")
@@ -147,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--out", required=True, help="output folder")
     trace.add_argument("--model", help="bundle folder")
     trace.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
+    add_intervention_flags(trace)
     trace.set_defaults(func=cmd_trace)
 
     exp = sub.add_parser("export", help="write every panel's figures for a text, without a display")
@@ -165,6 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_commands(sub)
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
+    add_experiment_commands(sub)
     return parser
 
 

@@ -109,6 +109,8 @@ class Trace:
     # Readable label of every vocab id (filled by the session from the tokenizer), so panels can name
     # tokens that are not in the sentence, e.g. next-token candidates; empty -> "#id".
     vocab_labels: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # Every intervention of the run (core.interventions.Interventions, filled); None for a trace built by hand.
+    interventions: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("input_ids", "embed", "final_norm", "logits", "head_mask", "expert_override"):
@@ -189,6 +191,8 @@ class Trace:
         arrays["logits"] = self.logits
         arrays["head_mask"] = self.head_mask
         arrays["expert_override"] = self.expert_override
+        if self.interventions is not None:  # ablate_mode, experts_off and the patches, beside the two above
+            arrays.update(self.interventions.to_arrays())
         return arrays
 
     @classmethod
