@@ -42,8 +42,8 @@ MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.js
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
 DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
-MAX_WEIGHT_BYTES = 512 << 20   # float32 parameters: 134M, far past a model this app can show
-MAX_TRACE_BYTES = 1 << 30      # one full-context Trace (every field of every layer)
+MAX_WEIGHT_BYTES = 1 << 30     # float32 parameters: 268M, past any model this app can show usefully
+MAX_TRACE_BYTES = 2 << 30      # one full-context Trace (every field of every layer)
 MAX_CARD_BYTES = 1 << 20
 GRAPH_SLACK_BYTES = 1 << 20    # the graph's nodes and small constants, beyond weights (shipped: 22 KB)
 STANDARD_DOMAINS = ("", "ai.onnx")
@@ -230,8 +230,12 @@ def _external_info(path: Path, tensor: TensorProto) -> tuple[str, int, int]:
     return entries.get("location", ""), offset, nbytes
 
 
-def _load_external_data(root: Path, model: onnx.ModelProto, budget: int) -> None:
-    """Read every external tensor into the model, after checking every one of them first."""
+def check_external_data(root: Path, model: onnx.ModelProto, budget: int) -> list[tuple[TensorProto, Path, int, int]]:
+    """Every tensor stored outside model.onnx, checked without reading it: [(tensor, file, offset, bytes)].
+
+    Each location must resolve inside the bundle, each declared length must match the tensor's
+    shape and lie within its file, and all of them together within `budget` bytes.
+    """
     path = root / MODEL_FILE
     plan = []
     for tensor in all_tensors(model):
@@ -246,7 +250,12 @@ def _load_external_data(root: Path, model: onnx.ModelProto, budget: int) -> None
         if budget < 0:
             raise BundleError(f"{path}: its external data is larger than config.json allows")
         plan.append((tensor, source, offset, nbytes))
-    for tensor, source, offset, nbytes in plan:
+    return plan
+
+
+def _load_external_data(root: Path, model: onnx.ModelProto, budget: int) -> None:
+    """Read every external tensor into the model by hand, after all of them passed the checks."""
+    for tensor, source, offset, nbytes in check_external_data(root, model, budget):
         with open(source, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read(nbytes)
