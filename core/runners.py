@@ -61,7 +61,8 @@ class NumpyRunner:
         cfg = self.bundle.config
         ids, mask, override = check_run_inputs(cfg, ids, head_mask, expert_override)
         start = time.perf_counter()
-        result = reference.forward(ids, self.bundle.weights, cfg, mask, override)
+        with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
+            result = reference.forward(ids, self.bundle.weights, cfg, mask, override)
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):

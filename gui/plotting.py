@@ -51,6 +51,7 @@ def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorM
     lo, hi = finite_levels(levels, values)
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = np.clip((np.nan_to_num(values, nan=lo, neginf=lo, posinf=hi) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    scaled[np.isposinf(values)] = 1.0   # even when lo == hi
     lut = cmap.getLookupTable(0.0, 1.0, 256, alpha=True)
     rgba = lut[(scaled * 255).astype(np.int32)]
     rgba[np.isnan(values)] = NAN_RGBA
