@@ -12,7 +12,7 @@ at a size a file asks for. Each step is cheap next to the one after it:
      here, never by onnx's own loader; standard-domain ops only; the ONNX checker; exactly the
      inputs and outputs the runners use, with the shapes config.json implies; the metadata config;
   4. the weights: the shapes config.json implies, every value finite;
-  5. tokenizer.json: parses, no empty special token, vocabulary matches, round-trips a probe text;
+  5. tokenizer.json: parses, no empty special token, vocabulary matches, tokenizes a probe text;
   6. a dry run of a few tokens through both runners with an intervention, each Trace validated
      and the two agreeing within core.parity's tolerances (this catches config values the graph
      does not share, such as rope_theta or rms_norm_eps when the metadata is stripped).
@@ -44,7 +44,7 @@ DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
 MAX_WEIGHT_BYTES = 1 << 30     # float32 parameters: 268M, past any model this app can show usefully
 MAX_TRACE_BYTES = 2 << 30      # one full-context Trace (every field of every layer)
-MAX_CARD_BYTES = 1 << 20
+MAX_CARD_BYTES = 1 << 20       # shown in About; a larger file is not a model card
 GRAPH_SLACK_BYTES = 1 << 20    # the graph's nodes and small constants, beyond weights (shipped: 22 KB)
 STANDARD_DOMAINS = ("", "ai.onnx")
 TOKENIZER_PROBE = "Hello, world! 你好，世界。 3.14 ✓ 🙂\n  tabs\tand spaces"
@@ -107,7 +107,7 @@ def bundle_file(root: Path, name: str, what: str | None = None, max_bytes: int |
         raise BundleError(f"{root / name}: missing (or not a regular file)")
     size = target.stat().st_size
     if max_bytes is not None and size > max_bytes:
-        raise BundleError(f"{root / name}: {size:,} bytes, more than the {max_bytes:,} config.json allows")
+        raise BundleError(f"{root / name}: {size:,} bytes, over this file's limit of {max_bytes:,} (set from config.json)")
     return target
 
 
@@ -371,15 +371,15 @@ def _load_tokenizer(root: Path, config: ModelConfig) -> BPETokenizer:
 
 
 def _probe_tokenizer(path: Path, tokenizer: BPETokenizer) -> None:
+    # Only what every tokenizer must do; decode(encode(s)) == s is not required of every file's pipeline.
     probe = TOKENIZER_PROBE + "".join(tokenizer.special_tokens)
     try:
-        ids = tokenizer.encode(probe)
-        traced = tokenizer.encode_traced(probe)
-        round_trip = tokenizer.decode(ids)
+        ids = tokenizer.encode(probe) + tokenizer.encode_traced(probe).ids
+        tokenizer.decode(ids)
     except Exception as exc:  # any failure on a plain text means the file is broken; say which
         raise BundleError(f"{path}: cannot tokenize a sample text ({type(exc).__name__}: {first_line(exc)})") from None
-    if round_trip != probe or traced.ids != ids:
-        raise BundleError(f"{path}: does not give back the text it encodes")
+    if not ids or min(ids) < 0 or max(ids) >= tokenizer.vocab_size:
+        raise BundleError(f"{path}: tokenizing a sample text gives ids outside the vocabulary")
 
 
 def _read_card(root: Path) -> str:
