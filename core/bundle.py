@@ -107,7 +107,7 @@ def bundle_file(root: Path, name: str, what: str | None = None, max_bytes: int |
         raise BundleError(f"{root / name}: missing (or not a regular file)")
     size = target.stat().st_size
     if max_bytes is not None and size > max_bytes:
-        raise BundleError(f"{root / name}: {size:,} bytes, over this file's limit of {max_bytes:,} (set from config.json)")
+        raise BundleError(f"{root / name}: {size:,} bytes, over this file's limit of {max_bytes:,} for this config")
     return target
 
 
