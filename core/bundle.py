@@ -114,8 +114,8 @@ def bundle_file(root: Path, name: str, what: str | None = None, max_bytes: int |
 def _load_config(root: Path) -> ModelConfig:
     try:
         config = ModelConfig.load(bundle_file(root, CONFIG_FILE))
-    except ValueError as exc:
-        raise BundleError(f"{root / CONFIG_FILE}: {exc}") from None
+    except ValueError as exc:  # its messages already start with "config.json: "
+        raise BundleError(f"{root / CONFIG_FILE}: {str(exc).removeprefix(CONFIG_FILE + ': ')}") from None
     weight_bytes, trace_bytes = weights_bytes(config), full_context_trace_bytes(config)
     if weight_bytes > MAX_WEIGHT_BYTES:
         raise BundleError(f"{root / CONFIG_FILE}: its weights would take {weight_bytes / 2**20:,.0f} MiB, "
