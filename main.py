@@ -175,15 +175,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What a user can cause: bad input, files, bundles (ValueError covers BundleError and ExportError),
+# a disk or permission problem, or input so large or deep that Python or a library gives up.
+USER_ERRORS = (ValueError, OSError, MemoryError, RecursionError, OverflowError)
+EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 2, 70  # 70: sysexits' EX_SOFTWARE, "an internal software error"
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """onnxruntime's exceptions derive from Exception only; any of them means the graph or its input is bad."""
+    return isinstance(exc, USER_ERRORS) or type(exc).__module__.startswith("onnxruntime")
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for stderr: the message's first line, or what the exception class means."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, MemoryError):
+        return f"out of memory{': ' + text if text else ''}"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to read"
+    return text or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, OSError) as exc:  # BundleError, ExportError and bad input: one line, no traceback
-        print(f"glassbox: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # one line, never a traceback; a bug still says it is one
+        if is_user_error(exc):
+            print(f"glassbox: error: {error_line(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        if os.environ.get("GLASSBOX_TRACEBACK"):
+            raise
+        print(f"glassbox: error: internal error ({type(exc).__name__}: {error_line(exc)}); please report it "
+              f"with the command you ran (GLASSBOX_TRACEBACK=1 shows where it happened)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

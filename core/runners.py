@@ -18,7 +18,10 @@ from core import model as reference
 from core.bundle import Bundle
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
+from core.parity import first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names
+
+DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
 
 
 class Runner(Protocol):
@@ -68,13 +71,14 @@ class NumpyRunner:
         iv = resolve_interventions(head_mask, expert_override, interventions)
         ids, iv = check_interventions(cfg, ids, iv)
         start = time.perf_counter()
-        result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv)
+        with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
+            result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv)
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):
             outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS})
         return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without assembling a Trace."""
@@ -110,8 +114,9 @@ class OnnxRunner:
         values = self._session.run(self._outputs, feeds)
         elapsed = time.perf_counter() - start
         outputs = {name: value[0] for name, value in zip(self._outputs, values)}  # drop the batch axis
+        # The graph is data from a file: its outputs are checked like any input before a panel sees them.
         return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
@@ -153,6 +158,31 @@ def max_difference(a: Trace, b: Trace) -> float:
         if np.isnan(diff).any():
             return float("inf")
     return worst
+
+
+def dry_run(bundle: Bundle) -> None:
+    """Run a few tokens through both runners with an intervention each must honour; raise if they disagree.
+
+    The ONNX run forces distinct experts at position 0 and removes head 0 of layer 0; the NumPy run
+    is given ONNX's routing, so a near-tie in the router cannot make two correct runners differ.
+    """
+    cfg = bundle.config
+    L, H, K, E = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_experts_per_tok, cfg.num_local_experts
+    t = min(cfg.max_position_embeddings, DRY_RUN_TOKENS)
+    ids = (np.arange(t) * 131 + 1) % cfg.vocab_size   # spread over the vocabulary
+    mask = np.ones((L, H), np.float32)
+    mask[0, 0] = 0.0
+    forced = np.full((L, t, K), -1, np.int64)
+    forced[:, 0] = np.arange(E - 1, E - 1 - K, -1)
+    onnx_trace = OnnxRunner(bundle, threads=1).run(ids, head_mask=mask, expert_override=forced)
+    if not all(np.array_equal(layer.expert_ids[0], forced[l, 0]) for l, layer in enumerate(onnx_trace.layers)):
+        raise ValueError("the graph ignores expert_override")
+    routing = np.stack([layer.expert_ids for layer in onnx_trace.layers])
+    numpy_trace = NumpyRunner(bundle).run(ids, head_mask=mask, expert_override=routing)
+    disagreement = first_disagreement(numpy_trace, onnx_trace)
+    if disagreement:
+        raise ValueError(f"the NumPy reference and the graph disagree on {disagreement}: config.json does not "
+                         "describe this graph (rope_theta? rms_norm_eps?)")
 
 
 def make_runner(bundle: Bundle, backend: str) -> Runner:

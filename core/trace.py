@@ -172,6 +172,10 @@ class Trace:
         for l, layer in enumerate(self.layers):
             for name, spec, dtype in LAYER_FIELDS:
                 _check(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
+        for l, layer in enumerate(self.layers):  # panels index by expert id: one out of range would crash them
+            ids = layer.expert_ids
+            if ids.size and (ids.min() < 0 or ids.max() >= sym["E"]):
+                raise TraceError(f"layers.{l}.expert_ids: values outside [0, {sym['E']})")
         _check("head_mask", self.head_mask, (self.num_layers, sym["H"]), np.float32)
         _check("expert_override", self.expert_override, (self.num_layers, sym["T"], sym["K"]), np.int64)
         if self.tokens and len(self.tokens) != sym["T"]:

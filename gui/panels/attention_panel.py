@@ -26,7 +26,7 @@ from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
-from gui.plotting import colormap, masked_rgba, matrix_plot
+from gui.plotting import colormap, finite_levels, masked_rgba, matrix_plot
 
 GRID_GAP = 0.18                      # space between thumbnails, in thumbnail widths
 MARK_COLOUR = QColor(230, 30, 60)    # selection outlines: red stands out on every viridis colour
@@ -298,7 +298,7 @@ class HeadLinesView(QWidget):
         self._labels = [short_label(label) for label in labels]
         metrics = QFontMetricsF(self.font())
         self._label_width = max([metrics.horizontalAdvance(label) for label in self._labels] + [40.0]) + 4
-        self._weights = np.asarray(weights, np.float64)
+        self._weights = np.nan_to_num(np.asarray(weights, np.float64), nan=0.0)  # a NaN run draws no line
         self._colours, self._names, self._title = list(colours), list(names), title
         self._focus, self._line_images = None, {}
         self._left_out = self.faint_lines_left_out()
@@ -836,7 +836,7 @@ class AttentionPanel(Panel):
         ablated = "  (switched off)" if trace.head_mask[layer, head] == 0 else ""
         self.matrix_plot.setTitle(f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)",
                                   size="9pt")
-        self.colour_bar.setLevels(levels)
+        self.colour_bar.setLevels(finite_levels(levels))
         self.colour_bar.getAxis("left").setLabel(dict((k, bar) for k, _, bar in SCALE_MODES)[mode])
         self._shown, self._levels = (layer, head), levels
 
