@@ -7,6 +7,7 @@
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
+    python main.py bench [--json]                            medians: forward, panel updates, startup, export, memory
 """
 from __future__ import annotations
 
@@ -123,6 +124,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.bench_gui import report
+
+    return report(args)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from gui.app import run_app
 
@@ -157,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
     add_training_commands(sub)
+    bench = sub.add_parser("bench", help="medians: forward pass, panel updates, startup, export, memory")
+    bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
+    bench.add_argument("--repeats", type=int, default=7, help="runs per median")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
