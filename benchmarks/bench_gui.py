@@ -132,17 +132,18 @@ def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dic
 
 
 def grid_ms(app, window, traces: dict, repeats: int) -> dict[str, float]:
-    """Glassbox's grid update: the attention panel's grid given a new trace, then painted."""
+    """Glassbox's grid update: the attention panel's head grid given a new trace, then painted."""
+    from core import attention_view as av
     from core.bench import median_ms
 
     panel = window.panel("attention")
     result = {}
     for key, trace in traces.items():
         def update() -> None:
-            panel.set_trace(trace)
-            panel.grid_view.viewport().repaint()
+            panel.grid.show_heads(trace, av.attention_scale(av.head_maxima(trace), "shared"))
+            panel.grid.viewport().repaint()
         result[key] = median_ms(update, repeats)
-    panel.set_trace(window.controller.trace)
+    panel.set_trace(window.controller.trace)   # back to what the window shows
     return result
 
 
@@ -228,7 +229,7 @@ def run(repeats: int = 7) -> dict:
         result["update_ms"], traces = update_ms(app, controller, window, log, repeats)
         result["rss_mb"] = bench.resident_mb()
         glassbox_grid = grid_ms(app, window, traces, repeats)
-        size = window.panel("attention").grid_view.size()
+        size = window.panel("attention").grid.size()
         result["matplotlib_grid_ms"] = bench.matplotlib_grid_ms(traces, (size.width(), size.height()),
                                                                  max(1, repeats // 2), str(FONT_FILE))
         result["glassbox_grid_ms"] = glassbox_grid
