@@ -40,6 +40,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.switched_off: list[list[pg.QtWidgets.QGraphicsRectItem]] = []   # hatched: a head mask removed it
         self._names: list[pg.TextItem] = []
         self.scale: AttentionScale | None = None
+        self._range: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y) view range
+        self.view.sigResized.connect(self._fit_range)
 
     @staticmethod
     def origin(layer: int, head: int) -> tuple[float, float]:
@@ -56,7 +58,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 self.images[layer][head].setImage(rgba, levels=(0, 255), rect=QRectF(x, y, 1, 1))
                 self.switched_off[layer][head].setVisible(bool(trace.head_mask[layer, head] == 0))
         self.scale = scale
-        self.title.setText(f"Every head: layers down, heads across · {scale.caption}")
+        self.title.setText(f"Layers ↓ heads → · {scale.caption}")
 
     def select(self, layer: int, head: int) -> None:
         x, y = self.origin(layer, head)
@@ -87,8 +89,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.view.addItem(name)
             self._names.append(name)
         # Room for the names (TextItems keep their pixel size), as little as they need.
-        self.view.setRange(xRange=(-0.32, num_heads * step - GAP), yRange=(-0.3, num_layers * step - GAP),
-                           padding=0.01)
+        self._range = ((-0.32, num_heads * step - GAP), (-0.3, num_layers * step - GAP))
+        self._fit_range()
+
+    def _fit_range(self) -> None:
+        """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise)."""
+        if self._range is not None:
+            (x0, x1), (y0, y1) = self._range
+            self.view.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.01)
 
     def _thumbnail(self, layer: int, head: int) -> PickableImage:
         image = PickableImage()
