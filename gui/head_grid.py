@@ -50,15 +50,24 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     def show_heads(self, trace: Trace, scale: AttentionScale) -> None:
         """Draw every head of `trace`, each coloured 0 – scale.tops[l, h]."""
         self._ensure_items(trace.num_layers, trace.num_heads)
-        mask = causal_mask(trace.n_tokens)
-        for layer, layer_trace in enumerate(trace.layers):
+        rgba = self._colours(trace, scale)   # [L, H, T, T, 4]
+        for layer in range(trace.num_layers):
             for head in range(trace.num_heads):
-                rgba = plotting.masked_rgba(layer_trace.attn[head], scale.levels(layer, head), self._cmap, mask)
                 x, y = self.origin(layer, head)
-                self.images[layer][head].setImage(rgba, levels=(0, 255), rect=QRectF(x, y, 1, 1))
+                self.images[layer][head].setImage(rgba[layer, head], levels=(0, 255), rect=QRectF(x, y, 1, 1))
                 self.switched_off[layer][head].setVisible(bool(trace.head_mask[layer, head] == 0))
         self.scale = scale
-        self.title.setText(f"Layers ↓ heads → · {scale.caption}")
+        title = f"Layers ↓ heads → · {scale.caption}"
+        if title != self.title.text:   # a LabelItem re-lays itself out on every setText
+            self.title.setText(title)
+
+    def _colours(self, trace: Trace, scale: AttentionScale) -> np.ndarray:  # -> [L, H, T, T, 4] uint8
+        """Every head coloured in one pass: each divided by its top, then one colour map for all."""
+        n = trace.n_tokens
+        attn = np.stack([layer.attn for layer in trace.layers]) / scale.tops[:, :, None, None]  # [L, H, T, T]
+        mask = np.broadcast_to(causal_mask(n), attn.shape)
+        flat = plotting.masked_rgba(attn.reshape(-1, n), (0.0, 1.0), self._cmap, mask.reshape(-1, n))
+        return flat.reshape(*attn.shape, 4)
 
     def select(self, layer: int, head: int) -> None:
         x, y = self.origin(layer, head)

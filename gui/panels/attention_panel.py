@@ -167,7 +167,9 @@ class AttentionPanel(Panel):
         attn = trace.layers[layer].attn[head]
         self.matrix.set_rgba(plotting.masked_rgba(attn, levels, self._cmap, av.causal_mask(trace.n_tokens)))
         ablated = "  (switched off)" if trace.head_mask[layer, head] == 0 else ""
-        self.matrix.setTitle(f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)", size="9pt")
+        title = f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)"
+        if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
+            self.matrix.setTitle(title, size="9pt")
         self.colour_bar.setLevels(levels)
         self.colour_bar.getAxis("left").setLabel(self.scale.mode.bar_label)
         self.shown = (layer, head)
