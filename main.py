@@ -10,6 +10,7 @@
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
     python main.py patch --clean A --corrupt B --out DIR     activation patching sweeps: patch.npz + patch.csv
     python main.py occlude --text "..." --out DIR            occlusion and attention rollout: occlusion.npz
+    python main.py bench [--json]                            medians: forward, panel updates, startup, export, memory
 """
 from __future__ import annotations
 
@@ -127,6 +128,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.bench_gui import report
+
+    return report(args)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from gui.platform_check import display_problem
 
@@ -172,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
     add_experiment_commands(sub)
+    bench = sub.add_parser("bench", help="medians: forward pass, panel updates, startup, export, memory")
+    bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
+    bench.add_argument("--repeats", type=int, default=7, help="runs per median")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 
