@@ -63,16 +63,16 @@ def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, 
     return _with_vocab_labels(trace, bundle.tokenizer)
 
 
-def run_ids(runner: Runner, ids, *, head_mask=None, expert_override=None) -> Trace:
+def run_ids(runner: Runner, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
     """Run token ids (e.g. after appending a generated token) and label them from the vocabulary."""
     tokenizer = runner.bundle.tokenizer
     text = tokenizer.decode(list(ids))
-    return analyse(runner, text, head_mask=head_mask, expert_override=expert_override) \
-        if tokenizer.encode(text) == list(ids) else _label_by_id(runner, ids, head_mask, expert_override)
+    return analyse(runner, text, head_mask=head_mask, expert_override=expert_override, interventions=interventions) \
+        if tokenizer.encode(text) == list(ids) else _label_by_id(runner, ids, head_mask, expert_override, interventions)
 
 
-def _label_by_id(runner: Runner, ids, head_mask, expert_override) -> Trace:
+def _label_by_id(runner: Runner, ids, head_mask, expert_override, interventions=None) -> Trace:
     tokenizer = runner.bundle.tokenizer
-    trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override)
+    trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override, interventions=interventions)
     labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(int(i))) for i in ids)
     return _with_vocab_labels(trace.with_text(labels, tokenizer.decode(list(ids))), tokenizer)

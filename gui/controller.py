@@ -12,13 +12,15 @@ never shown.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.bundle import Bundle, load_bundle
+from core.experiment_runs import AblatedRunner, ablations_only, with_ablations
+from core.interventions import Interventions
 from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import analyse, prepare_text, run_ids
@@ -27,7 +29,7 @@ from gui.selection import Selection
 
 BACKENDS = ("onnx", "numpy", "both")
 DEBOUNCE_MS = 50
-VARIANT_KEYS = {"head_mask", "expert_override"}
+VARIANT_KEYS = {"head_mask", "expert_override", "interventions"}  # interventions: run with these instead
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class Controller(QObject):
         self._jobs: dict[int, _Job] = {}
         self._job_ids = itertools.count(1)
         self._latest_variant: dict[tuple[int, str], int] = {}
+        self.interventions = Interventions()   # in force for every run (gui/panels/interventions_panel.py)
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -196,6 +199,7 @@ class Controller(QObject):
             return
         self._undo.clear()
         self._state = SentenceState(text)
+        self.interventions = ablations_only(self.interventions)   # a patch belongs to the sentence it was made for
         self.generation += 1
         self._debounce.start()
 
@@ -209,6 +213,7 @@ class Controller(QObject):
         if push_undo:
             self._undo.append(self._state)
         self._state = state
+        self.interventions = ablations_only(self.interventions)
         self.sigTextReplaced.emit(state.text)
         self.flush()
 
@@ -261,7 +266,8 @@ class Controller(QObject):
         if state.ids is None and not state.text:
             self._show(None, None)   # empty text: an empty state, not an error
             return
-        self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state),
+        self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
+                                  interventions=self.interventions),
                           lambda result: self._show(result.trace, result.parity),
                           self._report_error, lambda: generation != self.generation))
 
@@ -285,7 +291,7 @@ class Controller(QObject):
         trace = self.trace
         return {"tokens": trace.n_tokens if trace is not None else 0, "context": self.context,
                 "backend": self._backend, "elapsed_ms": trace.elapsed_s * 1000 if trace is not None else None,
-                "parity": self.parity, "bundle": self.bundle.name}
+                "parity": self.parity, "bundle": self.bundle.name, "interventions": self.interventions.describe()}
 
     def set_backend(self, backend: str) -> None:
         if backend not in BACKENDS:
@@ -330,6 +336,9 @@ class Controller(QObject):
         panel.sigGenerate.connect(self.generate)
         panel.sigRequestVariant.connect(partial(self.request_variant, panel))
         panel.sigHoverText.connect(self.sigHighlight)
+        panel.sigSetInterventions.connect(self.set_interventions)
+        panel.sigShowPatched.connect(self.show_patched)
+        panel.sigRunExperiment.connect(self.run_experiment)
 
     def select(self, changes: dict) -> None:
         known = {k: v for k, v in changes.items() if k in ("layer", "head", "query", "key")}
@@ -365,8 +374,31 @@ class Controller(QObject):
         if state.ids is None and not state.text:
             answer(None)
             return
-        run = partial(run_with_backend, self._runners, backend, state, **dict(interventions or {}))
+        asked = dict(interventions or {})
+        chosen = asked.pop("interventions") if "interventions" in asked else replace(self.interventions, **asked)
+        run = partial(run_with_backend, self._runners, backend, state, interventions=chosen or Interventions())
         self._submit(_Job(lambda: run().trace, answer, failed, stale, counts_as_busy=False), job_id=job_id)
+
+    # ------------------------------------------------------------ experiments (gui/panels/*: interventions, patching)
+    def set_interventions(self, interventions: Interventions) -> None:
+        """Ablations in force from now on, for every run; re-run the sentence with them."""
+        self.interventions = ablations_only(interventions)
+        self.flush()
+
+    def show_patched(self, text: str, interventions: Interventions) -> None:
+        """Show `text` run with a patch (a clicked sweep cell) in every panel, the ablations in force kept."""
+        self._undo.clear()
+        self._state = SentenceState(text)
+        self.interventions = with_ablations(ablations_only(self.interventions), interventions)
+        self.sigTextReplaced.emit(text)
+        self.flush()
+
+    def run_experiment(self, job) -> None:
+        """job.fn(runner) on the worker, the runner adding the ablations in force; job.on_done / on_error here."""
+        runners, ablations = self._runners, ablations_only(self.interventions)
+        name = "onnx" if self._backend == "both" else self._backend
+        self._submit(_Job(lambda: job.fn(AblatedRunner(runners.get(name), ablations)), job.on_done, job.on_error,
+                          counts_as_busy=False))
 
     # ------------------------------------------------------------ the worker
     def _submit(self, job: _Job, job_id: int | None = None) -> None:

@@ -125,7 +125,9 @@ class MainWindow(QMainWindow):
         self.parity_label = QLabel()
         self.busy_label = QLabel("running…")
         self.busy_label.hide()
-        for label in (self.busy_label, self.tokens_label, self.backend_label, self.time_label, self.parity_label):
+        self.interventions_label = QLabel()   # what is switched off or patched (core.interventions.describe)
+        self.interventions_label.setObjectName("status_interventions")
+        for label in (self.interventions_label, self.busy_label, self.tokens_label, self.backend_label, self.time_label, self.parity_label):
             label.setStyleSheet("QLabel { padding: 0 8px; }")
             status.addPermanentWidget(label)
         self._show_status(self.controller.status())
@@ -297,6 +299,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ status, notices, errors
     def _show_status(self, status: dict) -> None:
         self.tokens_label.setText(f"{status['tokens']} / {status['context']} tokens")
+        self.interventions_label.setText(f"off/patched: {status['interventions']}" if status.get("interventions") else "")
         self.backend_label.setText(f"backend: {STATUS_BACKENDS[status['backend']]}")
         elapsed = status.get("elapsed_ms")
         self.time_label.setText("" if elapsed is None else f"forward {elapsed:.1f} ms")

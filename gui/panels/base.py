@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
+from gui.intervention_banner import InterventionBanner
 from gui.selection import Selection
 
 
@@ -48,6 +49,9 @@ class Panel(QWidget):
     sigGenerate = Signal(object)             # (n_tokens: int, core.sampling.SamplingSettings)
     sigRequestVariant = Signal(str, object)  # (tag, {"head_mask": ..., "expert_override": ...}) -> set_variant
     sigHoverText = Signal(int, int)          # highlight characters [start, end) of the sentence; (-1, -1) clears
+    sigSetInterventions = Signal(object)     # core.interventions.Interventions: the ablations for every run
+    sigShowPatched = Signal(str, object)     # (text, Interventions with a patch): show that run everywhere
+    sigRunExperiment = Signal(object)        # gui.experiment_job.ExperimentJob: run on the model worker
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,6 +66,8 @@ class Panel(QWidget):
         self._stack.addWidget(self.empty)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
+        self.intervention_banner = InterventionBanner()   # what the run shown has switched off or patched
+        layout.addWidget(self.intervention_banner)
         layout.addWidget(self._stack)
 
     def set_content(self, content: QWidget) -> None:
@@ -74,6 +80,7 @@ class Panel(QWidget):
     def set_trace(self, trace: Trace | None) -> None:
         """A new Trace (None: nothing to show, e.g. empty text). Store it and redraw."""
         self.trace = trace
+        self.intervention_banner.show_for(trace)
         self.refresh()
 
     def set_selection(self, selection: Selection) -> None:

@@ -17,10 +17,13 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
                                QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
+from core.experiment_runs import next_token_change
 from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.fonts import ui_font
+from gui.intervention_banner import interventions_text
+from gui.intervention_effect_view import InterventionEffectView
 from gui.panels.base import Figure, Panel
 from gui.text_fit import elide
 from gui.token_axis import TokenAxis
@@ -102,6 +105,8 @@ class NextTokenPanel(Panel):
         box.addWidget(self.settings_line)
         box.addWidget(self.chart, 1)
         box.addWidget(self.legend)
+        self.effect, self._full = InterventionEffectView(self.figure_box), None  # before/after, while intervened
+        box.addWidget(self.effect, 1)
 
     def _build_chart(self) -> None:
         self.chart.setMinimumHeight(160)
@@ -224,6 +229,23 @@ class NextTokenPanel(Panel):
         self.position = self.selection.query_index(self.trace.n_tokens)
         self.top_k.setMaximum(self.trace.config.vocab_size)
         self._redraw_chart()
+        self._show_effect()
+
+    def _show_effect(self) -> None:
+        """While interventions are in force: ask once per trace for the full model's run, then draw both."""
+        self.effect.setVisible(bool(interventions_text(self.trace)))
+        if self.effect.isVisibleTo(self.figure_box) and (self._full is None or self._full[0] is not self.trace):
+            self._full = (self.trace, None)
+            self.sigRequestVariant.emit("full", {"interventions": None})
+        elif self._full is not None and self._full[1] is not None:
+            self.set_variant("full", self._full[1])
+
+    def set_variant(self, tag: str, trace) -> None:
+        if tag != "full" or trace is None or self.trace is None or trace.n_tokens != self.trace.n_tokens:
+            return
+        self._full = (self.trace, trace)
+        change = next_token_change(trace.logits[self.position], self.trace.logits[self.position])
+        self.effect.show_change(change, [self.trace.vocab_label(int(i)) for i in change.ids])
 
     def _redraw_chart(self) -> None:
         """Recompute the candidates for the current settings and redraw only the chart and its text."""
@@ -380,7 +402,11 @@ class NextTokenPanel(Panel):
 
     # ---------------------------------------------------------------- export
     def figures(self) -> list[Figure]:
-        return [Figure("next_token_bars", self.figure_box, table=self.bars_csv)]
+        figures = [Figure("next_token_bars", self.figure_box, table=self.bars_csv)]
+        if self.effect.isVisibleTo(self.figure_box) and self.effect.change is not None:
+            figures.append(Figure("next_token_change", self.effect,
+                                  table=lambda: self.effect.change.csv(self.trace.vocab_labels)))
+        return figures
 
     def bars_csv(self) -> str:
         """rank, id, piece, probability (T = 1), probability after the settings, in_sampling_set."""

@@ -12,4 +12,7 @@ def panel_classes() -> list[type]:
     from gui.panels.positions_panel import PositionsPanel; classes.append(PositionsPanel)  # noqa: E702
     from gui.panels.moe_panel import MoePanel; classes.append(MoePanel)  # noqa: E702
     from gui.panels.step_panel import StepPanel; classes.append(StepPanel)  # noqa: E702
+    from gui.panels.interventions_panel import InterventionsPanel; classes.append(InterventionsPanel)  # noqa: E702
+    from gui.panels.patching_panel import PatchingPanel; classes.append(PatchingPanel)  # noqa: E702
+    from gui.panels.occlusion_panel import OcclusionPanel; classes.append(OcclusionPanel)  # noqa: E702
     return classes

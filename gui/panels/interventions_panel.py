@@ -1,0 +1,164 @@
+"""Interventions: the one place where heads and experts are switched off, for every run the app makes.
+
+Why a panel of its own rather than toggles inside the Attention and MoE panels: the ablations
+hold for every panel at once (and for the sweeps and occlusion), so they are set in one place
+with one zero/mean choice, and the other panels only say that they are in force (the banner).
+A box per head, one per layer (all its heads), one per expert and layer; each change re-runs the
+sentence with the new ablations (the controller's set_interventions).
+"""
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton,
+                               QRadioButton, QVBoxLayout, QWidget)
+
+from core.interventions import Interventions
+from core.raw_export import csv_text
+from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
+
+EXPERTS_NOTE = ("An expert switched off in a layer is never chosen there: the router takes its top-k among the "
+                "remaining experts and renormalises their probabilities to sum 1.")
+MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's positions (later ones included)."
+
+
+class InterventionsPanel(Panel):
+    title = "Interventions"
+    object_name = "interventions"
+    empty_text = "Type a sentence: heads and experts switched off here apply to every run."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.head_boxes: dict[tuple[int, int], QCheckBox] = {}
+        self.layer_boxes: dict[int, QCheckBox] = {}
+        self.expert_boxes: dict[tuple[int, int], QCheckBox] = {}
+        self._shape: tuple[int, int, int] | None = None
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addLayout(self._build_mode_row())
+        self.heads_box, self.experts_box = QGroupBox("Heads (checked: on)"), QGroupBox("Experts (checked: on)")
+        self.heads_grid, self.experts_grid = QGridLayout(self.heads_box), QGridLayout(self.experts_box)
+        layout.addWidget(self.heads_box)
+        layout.addWidget(self.experts_box)
+        note = QLabel(EXPERTS_NOTE)
+        note.setWordWrap(True)
+        layout.addWidget(note)
+        self.message = QLabel()
+        self.message.setObjectName("interventions_message")
+        self.message.setWordWrap(True)
+        layout.addWidget(self.message)
+        layout.addStretch(1)
+        self.set_content(page)
+
+    def _build_mode_row(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        row.addWidget(QLabel("An ablated head outputs"))
+        self.zero_button, self.mean_button = QRadioButton("zero"), QRadioButton("its mean")
+        self.zero_button.setChecked(True)
+        self.zero_button.setToolTip("zero: an ablated head adds nothing to attn_out.")
+        self.mean_button.setToolTip(MEAN_NOTE)
+        self.mode_group = QButtonGroup(self)
+        for button in (self.zero_button, self.mean_button):
+            self.mode_group.addButton(button)
+            row.addWidget(button)
+        self.mode_group.buttonToggled.connect(lambda _button, checked: checked and self._emit())
+        self.clear_button = QPushButton("Switch everything on")
+        self.clear_button.clicked.connect(self.clear_all)
+        row.addStretch(1)
+        row.addWidget(self.clear_button)
+        return row
+
+    # ------------------------------------------------------------ building the boxes for a model's shape
+    def _build_boxes(self, layers: int, heads: int, experts: int) -> None:
+        for grid in (self.heads_grid, self.experts_grid):
+            while grid.count():
+                grid.takeAt(0).widget().deleteLater()
+        self.head_boxes.clear(), self.layer_boxes.clear(), self.expert_boxes.clear()
+        for l in range(layers):
+            layer_box = QCheckBox(f"layer {l}")
+            layer_box.toggled.connect(lambda on, l=l: self._set_layer(l, on))
+            self.heads_grid.addWidget(layer_box, l, 0)
+            self.layer_boxes[l] = layer_box
+            for h in range(heads):
+                self.head_boxes[l, h] = self._box(f"{l}.{h}", self.heads_grid, l, h + 1)
+            self.experts_grid.addWidget(QLabel(f"layer {l}"), l, 0)
+            for e in range(experts):
+                self.expert_boxes[l, e] = self._box(f"{l}.{e}", self.experts_grid, l, e + 1)
+        self._shape = (layers, heads, experts)
+
+    def _box(self, text: str, grid: QGridLayout, row: int, col: int) -> QCheckBox:
+        box = QCheckBox(text)
+        box.toggled.connect(lambda _on: self._emit())
+        grid.addWidget(box, row, col)
+        return box
+
+    # ------------------------------------------------------------ what is switched off
+    def head_mask(self) -> np.ndarray:  # -> [L, H]
+        L, H, _ = self._shape
+        return np.array([[float(self.head_boxes[l, h].isChecked()) for h in range(H)] for l in range(L)], np.float32)
+
+    def experts_off(self) -> np.ndarray:  # -> [L, E] bool
+        L, _, E = self._shape
+        return np.array([[not self.expert_boxes[l, e].isChecked() for e in range(E)] for l in range(L)], bool)
+
+    def interventions(self) -> Interventions:
+        return Interventions(head_mask=self.head_mask(), ablate_mode="mean" if self.mean_button.isChecked() else "zero",
+                             experts_off=self.experts_off())
+
+    def _set_layer(self, layer: int, on: bool) -> None:
+        for (l, h), box in self.head_boxes.items():
+            if l == layer:
+                with qt_signals_blocked(box):   # one re-run for the whole layer, not one per head
+                    box.setChecked(on)
+        self._emit()
+
+    def clear_all(self) -> None:
+        for box in (*self.head_boxes.values(), *self.expert_boxes.values(), *self.layer_boxes.values()):
+            with qt_signals_blocked(box):
+                box.setChecked(True)
+        self._emit()
+
+    def _emit(self) -> None:
+        if self.trace is None or self._shape is None:
+            return
+        interventions = self.interventions()
+        try:
+            interventions.filled(self.trace.config, 1)
+        except ValueError as exc:   # e.g. too few experts left on for the router's top-k
+            self.message.setText(f"not applied: {exc}")
+            return
+        self.message.setText(interventions.describe() or "nothing switched off")
+        self.sigSetInterventions.emit(interventions)
+
+    # ------------------------------------------------------------ drawing
+    def draw(self) -> None:
+        trace = self.trace
+        cfg = trace.config
+        shape = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts)
+        if shape != self._shape:
+            self._build_boxes(*shape)
+        self._show_in_force(trace.interventions)
+
+    def _show_in_force(self, interventions) -> None:
+        """The boxes follow the run shown (the ablations the controller actually applied)."""
+        L, H, E = self._shape
+        head_mask = interventions.head_mask if interventions is not None else np.ones((L, H))
+        off = interventions.experts_off if interventions is not None else np.zeros((L, E), bool)
+        mean = interventions is not None and interventions.mean_ablation
+        with qt_signals_blocked(self.mode_group):
+            (self.mean_button if mean else self.zero_button).setChecked(True)
+        for box, on in [(self.head_boxes[l, h], head_mask[l, h] == 1) for l in range(L) for h in range(H)] + \
+                [(self.layer_boxes[l], bool((head_mask[l] == 1).any())) for l in range(L)] + \
+                [(self.expert_boxes[l, e], not off[l, e]) for l in range(L) for e in range(E)]:
+            with qt_signals_blocked(box):
+                box.setChecked(bool(on))
+
+    def switches_csv(self) -> str:
+        rows = [["kind", "layer", "index", "on"]]
+        rows += [["head", l, h, int(box.isChecked())] for (l, h), box in self.head_boxes.items()]
+        rows += [["expert", l, e, int(box.isChecked())] for (l, e), box in self.expert_boxes.items()]
+        mode = "mean" if self.mean_button.isChecked() else "zero"
+        return csv_text(rows + [["ablate_mode", "", "", mode]])
+
+    def figures(self) -> list[Figure]:
+        return [Figure("interventions_switches", self._stack.widget(1), table=self.switches_csv)]

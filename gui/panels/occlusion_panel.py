@@ -1,0 +1,174 @@
+"""Which tokens mattered: occlusion (measured) beside attention rollout (an approximation), for one prediction.
+
+For the selected position P and a target token (default: the top prediction there), each token
+up to P is removed in turn, or replaced by a baseline token the user types, and the change in
+log p(target) is drawn as a colour strip over the sentence and listed in a table (core.occlusion).
+Beside it, attention rollout — row P of the product of the attention matrices with the residual
+added (Abnar & Zuidema 2020) — which sees only attention weights: where the two disagree, the
+user sees why attention alone is not an explanation. The runs go to the controller's worker.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QTableWidget, QTableWidgetItem,
+                               QVBoxLayout, QWidget)
+
+from core.experiment_commands import parse_token
+from core.occlusion import REMOVE, Occlusion, occlude
+from core.raw_export import csv_text
+from gui import plotting
+from gui.experiment_job import ExperimentJob
+from gui.heatmap import Heatmap
+from gui.panels.base import Figure, Panel
+
+ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
+                "attention to oneself) and ignores values, W_O, the experts and the norms.")
+TABLE_HEADER = ("position", "token", "delta_logprob", "rollout")
+
+
+def run_occlusion(runner, ids, position: int, target: str, baseline: str) -> Occlusion:
+    """The worker's job: resolve the typed target / baseline tokens, then core.occlusion.occlude."""
+    tokenizer = runner.bundle.tokenizer
+    target_id = parse_token(tokenizer, target, "target") if target else None
+    baseline_id = parse_token(tokenizer, baseline, "baseline") if baseline else REMOVE
+    return occlude(runner, ids, position, target_id, baseline_id)
+
+
+class OcclusionPanel(Panel):
+    title = "Occlusion"
+    object_name = "occlusion"
+    empty_text = "Type a sentence: occlusion shows which earlier tokens the selected prediction depends on."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: Occlusion | None = None
+        self._asked: tuple | None = None   # what the last request was for; an older answer is dropped
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addLayout(self._build_inputs())
+        self.summary = QLabel()
+        self.summary.setObjectName("occlusion_summary")
+        self.summary.setWordWrap(True)
+        layout.addWidget(self.summary)
+        splitter = QSplitter()
+        splitter.addWidget(self._build_strips())
+        self.table = QTableWidget(0, len(TABLE_HEADER))
+        self.table.setHorizontalHeaderLabels(["pos", "token", "Δ log p (occlusion)", "rollout (approx.)"])
+        splitter.addWidget(self.table)
+        splitter.setSizes([600, 360])
+        layout.addWidget(splitter, 1)
+        note = QLabel(ROLLOUT_NOTE)
+        note.setWordWrap(True)
+        layout.addWidget(note)
+        self.set_content(page)
+
+    def _build_inputs(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.mode = QComboBox()
+        self.mode.addItems(["remove each token", "replace each token by"])
+        self.baseline_edit, self.target_edit = QLineEdit(), QLineEdit()
+        self.baseline_edit.setPlaceholderText("baseline token (text or #ID)")
+        self.target_edit.setPlaceholderText("target: the top prediction")
+        self.baseline_edit.setEnabled(False)
+        self.mode.currentIndexChanged.connect(lambda index: self.baseline_edit.setEnabled(index == 1))
+        self.mode.currentIndexChanged.connect(lambda _index: self.refresh())
+        for edit in (self.baseline_edit, self.target_edit):
+            edit.editingFinished.connect(self.refresh)
+        for widget in (QLabel("Occlusion:"), self.mode, self.baseline_edit, QLabel("target:"), self.target_edit):
+            row.addWidget(widget)
+        return row
+
+    def _build_strips(self) -> pg.GraphicsLayoutWidget:
+        self.strips = pg.GraphicsLayoutWidget()
+        self.strips.addLabel("Occlusion: change in log p(target) when the token is taken out", row=0, col=0)
+        self.delta_plot = Heatmap("", "", rows_named=False)
+        self.strips.addItem(self.delta_plot, row=1, col=0)
+        self.delta_bar = plotting.colour_bar(self.delta_plot, self.delta_plot.image, (-1, 1),
+                                             plotting.colormap(plotting.DIVERGING), "Δ log p")
+        self.strips.addLabel("Attention rollout (an approximation)", row=2, col=0)
+        self.rollout_plot = Heatmap("token", "", rows_named=False)
+        self.strips.addItem(self.rollout_plot, row=3, col=0)
+        self.rollout_bar = plotting.colour_bar(self.rollout_plot, self.rollout_plot.image, (0, 1),
+                                               plotting.colormap(), "share")
+        for plot in (self.delta_plot, self.rollout_plot):
+            plot.getAxis("left").setTicks([[]])
+        return self.strips
+
+    # ------------------------------------------------------------ running
+    def _request(self) -> tuple:
+        baseline = self.baseline_edit.text().strip() if self.mode.currentIndex() == 1 else ""
+        position = self.selection.query_index(self.trace.n_tokens)
+        return (tuple(int(i) for i in self.trace.input_ids), position, self.target_edit.text().strip(), baseline,
+                id(self.trace))
+
+    def draw(self) -> None:
+        asked = self._request()
+        if asked == self._asked:
+            return
+        self._asked = asked
+        ids, position, target, baseline, _ = asked
+        self.summary.setText(f"running occlusion for the prediction after position {position}…")
+        self.sigRunExperiment.emit(ExperimentJob(
+            lambda runner: run_occlusion(runner, np.array(ids, np.int64), position, target, baseline),
+            lambda result, asked=asked: self._on_done(asked, result),
+            lambda message, asked=asked: self._on_error(asked, message)))
+
+    def _on_error(self, asked: tuple, message: str) -> None:
+        if asked == self._asked:
+            self.summary.setText(f"occlusion: {message}")
+
+    def _on_done(self, asked: tuple, result: Occlusion) -> None:
+        if asked != self._asked or self.trace is None:
+            return
+        self.show_result(result)
+
+    def clear(self) -> None:
+        self._asked = None
+
+    # ------------------------------------------------------------ drawing
+    def show_result(self, result: Occlusion) -> None:
+        self.result = result
+        labels = [self.trace.vocab_label(int(i)) for i in result.input_ids]
+        how = "removed" if result.baseline_id == REMOVE else f"replaced by {self.trace.vocab_label(result.baseline_id)!r}"
+        self.summary.setText(f"prediction after position {result.position} ({labels[result.position]!r}) of "
+                             f"{self.trace.vocab_label(result.target_id)!r}: log p = {result.logprob:.3f}; "
+                             f"each earlier token {how} in turn.")
+        span = float(np.nanmax(np.abs(result.delta_logprob))) if np.isfinite(result.delta_logprob).any() else 1.0
+        span = max(span, 1e-6)
+        self.delta_plot.set_rgba(plotting.masked_rgba(result.delta_logprob[None, :], (-span, span),
+                                                      plotting.colormap(plotting.DIVERGING),
+                                                      np.isnan(result.delta_logprob)[None, :]))
+        self.delta_bar.setLevels((-span, span))
+        top = max(float(result.rollout.max()), 1e-6)
+        self.rollout_plot.set_rgba(plotting.masked_rgba(result.rollout[None, :], (0, top), plotting.colormap()))
+        self.rollout_bar.setLevels((0, top))
+        for plot in (self.delta_plot, self.rollout_plot):
+            plot.set_col_labels(labels)
+        self._fill_table(labels)
+
+    def _fill_table(self, labels: list[str]) -> None:
+        rows = self.table_rows(labels)[1:]
+        self.table.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            for c, value in enumerate(row):
+                text = f"{value:+.3f}" if c == 2 and isinstance(value, float) else \
+                    f"{value:.3f}" if c == 3 else str(value)
+                self.table.setItem(r, c, QTableWidgetItem(text))
+
+    def table_rows(self, labels: list[str]) -> list[list]:
+        r = self.result
+        rows: list[list] = [list(TABLE_HEADER)]
+        for t in range(r.input_ids.shape[0]):
+            delta = float(r.delta_logprob[t])
+            rows.append([t, labels[t], "" if np.isnan(delta) else delta, float(r.rollout[t])])
+        return rows
+
+    def occlusion_csv(self) -> str:
+        if self.result is None or self.trace is None:
+            return csv_text([list(TABLE_HEADER)])
+        rows = self.table_rows([self.trace.vocab_label(int(i)) for i in self.result.input_ids])
+        return csv_text([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
+
+    def figures(self) -> list[Figure]:
+        return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv)]

@@ -1,0 +1,193 @@
+"""Activation patching: B (typed here) run again with one site of A (the sentence bar) at a time; which sites restore A?
+
+The metric is logit(answer) - logit(wrong) after the last token, normalised so 0 = B's value and
+1 = A's (core.patching). Four sweeps, each a heatmap: the residual stream [stage, position],
+every head's output [layer, head], every head at one position [layer.head, position], every
+expert [layer, expert]. The sweeps run on the controller's model worker with a progress bar and
+Cancel; clicking a cell shows B with that one site patched in every panel.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout,
+                               QWidget)
+
+from core.experiment_commands import parse_token
+from core.interventions import stage_names
+from core.patching import PatchResult, cell_interventions, prepare_pair, run_all_sweeps
+from core.raw_export import csv_text, matrix_csv_text
+from gui import plotting
+from gui.experiment_job import ExperimentJob, ProgressRelay
+from gui.heatmap import Heatmap
+from gui.panels.base import Figure, Panel
+
+METRIC_LEVELS = (-1.0, 1.0)   # normalised metric: 0 = B, 1 = A; overshoots are clipped to the ends
+SWEEP_TITLES = {"resid": "Residual stream [stage × position]", "heads": "Heads [layer × head], all positions",
+                "heads_pos": "Head × position [layer.head × position]", "experts": "Experts [layer × expert]"}
+
+
+def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, progress):
+    """The worker's job: tokenize B and the answer tokens, run A and B, then every sweep (core.patching)."""
+    tokenizer = runner.bundle.tokenizer
+    tokenization = tokenizer.encode_traced(corrupt_text)
+    corrupt_ids = tokenization.ids
+    if not corrupt_ids:
+        raise ValueError("type sentence B first")
+    answer_id = parse_token(tokenizer, answer, "answer") if answer else None
+    wrong_id = parse_token(tokenizer, wrong, "wrong") if wrong else None
+    pair = prepare_pair(runner, clean_ids, corrupt_ids, answer_id, wrong_id)
+    return run_all_sweeps(runner, pair, progress), [token.display for token in tokenization.tokens]
+
+
+class PatchingPanel(Panel):
+    title = "Patching"
+    object_name = "patching"
+    empty_text = "Type sentence A in the sentence bar, then B here, to patch activations from A into B."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: PatchResult | None = None
+        self.corrupt_labels: list[str] = []
+        self.corrupt_text = ""            # B of the result shown
+        self.job: ExperimentJob | None = None
+        self.relay = ProgressRelay(self)
+        self.relay.sigProgress.connect(self._on_progress)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.addLayout(self._build_inputs())
+        self.summary = QLabel("Sentence B must have as many tokens as A. Metric: 0 = B's value, 1 = A's.")
+        self.summary.setObjectName("patching_summary")
+        self.summary.setWordWrap(True)
+        layout.addWidget(self.summary)
+        grid = QGridLayout()
+        self.views: dict[str, pg.GraphicsLayoutWidget] = {}
+        self.plots: dict[str, Heatmap] = {}
+        for i, kind in enumerate(SWEEP_TITLES):
+            grid.addWidget(self._build_view(kind), i // 2, i % 2)
+        layout.addLayout(grid, 1)
+        self.set_content(page)
+
+    def _build_inputs(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.corrupt_edit = QLineEdit()
+        self.corrupt_edit.setPlaceholderText("sentence B (the corrupt run), e.g. 订单取消了。订单")
+        self.answer_edit, self.wrong_edit = QLineEdit(), QLineEdit()
+        self.answer_edit.setPlaceholderText("answer: A's top token")
+        self.wrong_edit.setPlaceholderText("wrong: B's top token")
+        for edit in (self.answer_edit, self.wrong_edit):
+            edit.setToolTip("one token, as text or #ID; empty: the default")
+            edit.setMaximumWidth(150)
+        self.run_button, self.cancel_button = QPushButton("Run sweeps"), QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.run_button.clicked.connect(self.run_sweeps)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.progress = QProgressBar()
+        self.progress.setMaximumWidth(160)
+        row.addWidget(QLabel("B:"))
+        row.addWidget(self.corrupt_edit, 1)
+        for widget in (self.answer_edit, self.wrong_edit, self.run_button, self.cancel_button, self.progress):
+            row.addWidget(widget)
+        return row
+
+    def _build_view(self, kind: str) -> pg.GraphicsLayoutWidget:
+        view = pg.GraphicsLayoutWidget()
+        view.addLabel(SWEEP_TITLES[kind], row=0, col=0)
+        x_title = {"heads": "head", "experts": "expert"}.get(kind, "position (B's token)")
+        y_title = {"resid": "stage", "heads_pos": "layer.head"}.get(kind, "layer")
+        plot = Heatmap(x_title, y_title)
+        view.addItem(plot, row=1, col=0)
+        plotting.colour_bar(plot, plot.image, METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A")
+        plot.sigCellClicked.connect(lambda r, c, kind=kind: self.show_cell(kind, r, c))
+        self.views[kind], self.plots[kind] = view, plot
+        return view
+
+    # ------------------------------------------------------------ running
+    def run_sweeps(self) -> None:
+        if self.trace is None or self.job is not None:
+            return
+        clean_ids, corrupt = self.trace.input_ids, self.corrupt_edit.text()
+        answer, wrong = self.answer_edit.text().strip(), self.wrong_edit.text().strip()
+        self.job = job = ExperimentJob(None, lambda result: self._on_done(result, corrupt), self._on_error, self.relay)
+        job.fn = lambda runner: run_patching(runner, clean_ids, corrupt, answer, wrong, job.progress)
+        self._set_running(True)
+        self.summary.setText("running the sweeps…")
+        self.sigRunExperiment.emit(job)
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+
+    def _set_running(self, running: bool) -> None:
+        self.run_button.setEnabled(not running)
+        self.cancel_button.setEnabled(running)
+        if running:
+            self.progress.setValue(0)
+
+    def _on_progress(self, done: int, total: int) -> None:
+        self.progress.setMaximum(total)
+        self.progress.setValue(done)
+
+    def _on_error(self, message: str) -> None:
+        self.job = None
+        self._set_running(False)
+        self.summary.setText(f"patching: {message}")
+
+    def _on_done(self, outcome: tuple[PatchResult, list[str]], corrupt_text: str) -> None:
+        self.job = None
+        self._set_running(False)
+        (result, self.corrupt_labels), self.corrupt_text = outcome, corrupt_text
+        self.result = result
+        pair = result.pair
+        self.summary.setText(
+            f"metric = logit({self._piece(pair.answer_id)}) − logit({self._piece(pair.wrong_id)}) after the last "
+            f"token: A {pair.metric_clean:.3g}, B {pair.metric_corrupt:.3g}; cells normalised, 0 = B, 1 = A. "
+            "Click a cell to show B with that site patched in every panel.")
+        self._draw_result()
+
+    def _piece(self, token_id: int) -> str:
+        return repr(self.trace.vocab_label(token_id)) if self.trace is not None else f"#{token_id}"
+
+    # ------------------------------------------------------------ drawing
+    def matrices(self) -> dict[str, tuple[np.ndarray, list[str], list[str]]]:
+        """sweep kind -> (matrix drawn, row labels, column labels)."""
+        r = self.result
+        L, H = r.heads.shape
+        positions = [f"{t}:{label}" for t, label in enumerate(self.corrupt_labels)]
+        layers = [str(l) for l in range(L)]
+        return {"resid": (r.resid, stage_names(L), positions),
+                "heads": (r.heads, layers, [str(h) for h in range(H)]),
+                "heads_pos": (r.heads_pos.reshape(L * H, -1), [f"{l}.{h}" for l in range(L) for h in range(H)],
+                              positions),
+                "experts": (r.experts, layers, [str(e) for e in range(r.experts.shape[1])])}
+
+    def _draw_result(self) -> None:
+        for kind, (matrix, rows, cols) in self.matrices().items():
+            plot = self.plots[kind]
+            plot.set_rgba(plotting.masked_rgba(matrix, METRIC_LEVELS, plotting.colormap(plotting.DIVERGING)))
+            plot.set_row_labels(rows)
+            plot.set_col_labels(cols)
+
+    def draw(self) -> None:
+        """The sweeps stay as they were run; a new sentence A only matters at the next Run."""
+
+    def show_cell(self, kind: str, row: int, col: int) -> None:
+        if self.result is None:
+            return
+        if kind == "heads_pos":
+            heads = self.result.heads.shape[1]
+            cell = (row // heads, row % heads, col)
+        else:
+            cell = (row, col)
+        self.sigShowPatched.emit(self.corrupt_text, cell_interventions(self.result.pair, kind, cell))
+
+    # ------------------------------------------------------------ export
+    def sweep_csv(self, kind: str) -> str:
+        if self.result is None:
+            return csv_text([["no sweep run yet"]])
+        matrix, rows, cols = self.matrices()[kind]
+        return matrix_csv_text(matrix, rows, cols, corner="normalised_metric")
+
+    def figures(self) -> list[Figure]:
+        return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.sweep_csv(kind))
+                for kind in SWEEP_TITLES]
