@@ -21,6 +21,7 @@ from gui import plotting
 from gui.experiment_job import ExperimentJob
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
+from gui.panels.patching_panel import scale_bar
 
 ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
@@ -84,13 +85,13 @@ class OcclusionPanel(Panel):
         self.strips.addLabel("Occlusion: change in log p(target) when the token is taken out", row=0, col=0)
         self.delta_plot = Heatmap("", "", rows_named=False)
         self.strips.addItem(self.delta_plot, row=1, col=0)
-        self.delta_bar = plotting.colour_bar(self.delta_plot, self.delta_plot.image, (-1, 1),
-                                             plotting.colormap(plotting.DIVERGING), "Δ log p")
+        self.delta_bar = scale_bar((-1, 1), plotting.colormap(plotting.DIVERGING), "Δ log p")
+        self.strips.addItem(self.delta_bar, row=1, col=1)
         self.strips.addLabel("Attention rollout (an approximation)", row=2, col=0)
         self.rollout_plot = Heatmap("token", "", rows_named=False)
         self.strips.addItem(self.rollout_plot, row=3, col=0)
-        self.rollout_bar = plotting.colour_bar(self.rollout_plot, self.rollout_plot.image, (0, 1),
-                                               plotting.colormap(), "share")
+        self.rollout_bar = scale_bar((0, 1), plotting.colormap(), "share")
+        self.strips.addItem(self.rollout_bar, row=3, col=1)
         for plot in (self.delta_plot, self.rollout_plot):
             plot.getAxis("left").setTicks([[]])
         return self.strips
@@ -129,7 +130,7 @@ class OcclusionPanel(Panel):
     # ------------------------------------------------------------ drawing
     def show_result(self, result: Occlusion) -> None:
         self.result = result
-        labels = [self.trace.vocab_label(int(i)) for i in result.input_ids]
+        labels = self._labels(result)
         how = "removed" if result.baseline_id == REMOVE else f"replaced by {self.trace.vocab_label(result.baseline_id)!r}"
         self.summary.setText(f"prediction after position {result.position} ({labels[result.position]!r}) of "
                              f"{self.trace.vocab_label(result.target_id)!r}: log p = {result.logprob:.3f}; "
@@ -147,6 +148,12 @@ class OcclusionPanel(Panel):
             plot.set_col_labels(labels)
         self._fill_table(labels)
 
+    def _labels(self, result: Occlusion) -> list[str]:
+        """The sentence's own token labels (a character's byte fragments named with it) when the ids are its own."""
+        if np.array_equal(result.input_ids, self.trace.input_ids):
+            return self.trace.labels()
+        return [self.trace.vocab_label(int(i)) for i in result.input_ids]
+
     def _fill_table(self, labels: list[str]) -> None:
         rows = self.table_rows(labels)[1:]
         self.table.setRowCount(len(rows))
@@ -155,6 +162,7 @@ class OcclusionPanel(Panel):
                 text = f"{value:+.3f}" if c == 2 and isinstance(value, float) else \
                     f"{value:.3f}" if c == 3 else str(value)
                 self.table.setItem(r, c, QTableWidgetItem(text))
+        self.table.resizeColumnsToContents()
 
     def table_rows(self, labels: list[str]) -> list[list]:
         r = self.result
@@ -167,7 +175,7 @@ class OcclusionPanel(Panel):
     def occlusion_csv(self) -> str:
         if self.result is None or self.trace is None:
             return csv_text([list(TABLE_HEADER)])
-        rows = self.table_rows([self.trace.vocab_label(int(i)) for i in self.result.input_ids])
+        rows = self.table_rows(self._labels(self.result))
         return csv_text([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
 
     def figures(self) -> list[Figure]:

@@ -40,6 +40,19 @@ def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, 
     return run_all_sweeps(runner, pair, progress), [token.display for token in tokenization.tokens]
 
 
+def scale_bar(levels: tuple[float, float], cmap: pg.ColorMap, label: str) -> pg.ColorBarItem:
+    """A colour scale beside a heatmap, not tied to its image (the cells are coloured by masked_rgba)."""
+    return pg.ColorBarItem(values=levels, colorMap=cmap, label=label, interactive=False, width=14)
+
+
+def stage_label(name: str) -> str:
+    """"layers.1.resid_mid" -> "L1 after attn", "layers.1.resid_post" -> "L1 after layer"."""
+    if name == "embed":
+        return "embedding"
+    _, layer, stage = name.split(".")
+    return f"L{layer} after {'attn' if stage == 'resid_mid' else 'layer'}"
+
+
 class PatchingPanel(Panel):
     title = "Patching"
     object_name = "patching"
@@ -97,7 +110,7 @@ class PatchingPanel(Panel):
         y_title = {"resid": "stage", "heads_pos": "layer.head"}.get(kind, "layer")
         plot = Heatmap(x_title, y_title)
         view.addItem(plot, row=1, col=0)
-        plotting.colour_bar(plot, plot.image, METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A")
+        view.addItem(scale_bar(METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A"), row=1, col=1)
         plot.sigCellClicked.connect(lambda r, c, kind=kind: self.show_cell(kind, r, c))
         self.views[kind], self.plots[kind] = view, plot
         return view
@@ -155,7 +168,7 @@ class PatchingPanel(Panel):
         L, H = r.heads.shape
         positions = [f"{t}:{label}" for t, label in enumerate(self.corrupt_labels)]
         layers = [str(l) for l in range(L)]
-        return {"resid": (r.resid, stage_names(L), positions),
+        return {"resid": (r.resid, [stage_label(name) for name in stage_names(L)], positions),
                 "heads": (r.heads, layers, [str(h) for h in range(H)]),
                 "heads_pos": (r.heads_pos.reshape(L * H, -1), [f"{l}.{h}" for l in range(L) for h in range(H)],
                               positions),
@@ -165,7 +178,7 @@ class PatchingPanel(Panel):
         for kind, (matrix, rows, cols) in self.matrices().items():
             plot = self.plots[kind]
             plot.set_rgba(plotting.masked_rgba(matrix, METRIC_LEVELS, plotting.colormap(plotting.DIVERGING)))
-            plot.set_row_labels(rows)
+            plot.set_row_labels(rows, columns=None)
             plot.set_col_labels(cols)
 
     def draw(self) -> None:
