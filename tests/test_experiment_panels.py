@@ -74,6 +74,12 @@ def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot,
     assert "resid patched at 1 site(s)" in attention.intervention_banner.text()
     assert "resid patched" in window.interventions_label.text()
 
+    window.controller.set_text(A)   # a patch belongs to its sentence: typing another one drops it
+    window.controller.flush()
+    qtbot.waitUntil(lambda: window.controller.trace.text == A, timeout=20000)
+    assert not window.controller.trace.interventions.describe()
+    assert not attention.intervention_banner.isVisibleTo(attention)
+
 
 def test_cancel_ends_a_sweep_without_a_result(qtbot, window):
     panel = front(qtbot, window, "patching")
