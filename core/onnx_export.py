@@ -57,6 +57,9 @@ class _Graph:
     def linear(self, x: str, w: str) -> str:  # [T, in] x [out, in] -> [T, out]
         return self.op("Gemm", x, w, transB=1)
 
+    def project(self, x: str, name: str, bias: bool) -> str:  # [T, in] -> [T, out], core.model.project
+        return self.op("Gemm", x, f"{name}.weight", f"{name}.bias", transB=1) if bias else self.linear(x, f"{name}.weight")
+
     def rms_norm(self, x: str, w: str, eps: float) -> str:
         variance = self.op("ReduceMean", self.op("Mul", x, x), axes=[-1], keepdims=1)
         normed = self.op("Div", x, self.op("Sqrt", self.op("Add", variance, self.f32(eps))))
@@ -104,9 +107,12 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                      g.const(np.array(1, np.int64)))                     # [T]
     # causal mask: key j lies in the future of query i when j > i
     future = g.op("Greater", g.op("Unsqueeze", positions, g.i64(0)), g.op("Unsqueeze", positions, g.i64(1)))
+    if cfg.sliding_window:  # Mistral: keys at or past `window` positions back are hidden too
+        gap = g.op("Sub", g.op("Unsqueeze", positions, g.i64(1)), g.op("Unsqueeze", positions, g.i64(0)))
+        future = g.op("Or", future, g.op("GreaterOrEqual", gap, g.i64(cfg.sliding_window)))
     # RoPE tables, shared by all layers: angle m * theta_i, duplicated for the rotate-half layout
     angles = g.op("Mul", g.op("Unsqueeze", g.op("Cast", positions, to=TensorProto.FLOAT), g.i64(1)),
-                  g.const(rope_inv_freq(Dh, cfg.rope_theta)[None, :]))
+                  g.const(rope_inv_freq(Dh, cfg.rope_theta, cfg.rope_scaling)[None, :]))
     angles = g.op("Concat", angles, angles, axis=-1)                     # [T, Dh]
     cos, sin = g.op("Cos", angles), g.op("Sin", angles)
     scale = g.f32(np.sqrt(Dh))
@@ -119,9 +125,13 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         parts: dict[str, str] = {}
         # pre-norm attention
         x = parts["attn_in"] = g.rms_norm(h, f"{p}.input_layernorm.weight", cfg.rms_norm_eps)
-        q = parts["q"] = g.split_heads(g.linear(x, f"{p}.self_attn.q_proj.weight"), H, Dh)
-        k = g.split_heads(g.linear(x, f"{p}.self_attn.k_proj.weight"), Hkv, Dh)
-        v = g.split_heads(g.linear(x, f"{p}.self_attn.v_proj.weight"), Hkv, Dh)
+        q = g.split_heads(g.project(x, f"{p}.self_attn.q_proj", cfg.qkv_bias), H, Dh)
+        k = g.split_heads(g.project(x, f"{p}.self_attn.k_proj", cfg.qkv_bias), Hkv, Dh)
+        v = g.split_heads(g.project(x, f"{p}.self_attn.v_proj", cfg.qkv_bias), Hkv, Dh)
+        if cfg.qk_norm:  # Qwen3: per-head RMSNorm of q and k
+            q = g.rms_norm(q, f"{p}.self_attn.q_norm.weight", cfg.rms_norm_eps)
+            k = g.rms_norm(k, f"{p}.self_attn.k_norm.weight", cfg.rms_norm_eps)
+        parts["q"] = q
         k = parts["k"] = g.repeat_kv(k, H // Hkv, H, Dh)
         v = parts["v"] = g.repeat_kv(v, H // Hkv, H, Dh)
         q_rot = parts["q_rot"] = g.rope(q, cos, sin, Dh)
@@ -132,10 +142,17 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         mask_l = g.op("Reshape", g.op("Gather", "head_mask", g.i64(l), axis=0), g.i64(H, 1, 1))
         head_out = parts["head_out"] = g.op("Mul", g.op("MatMul", attn, v), mask_l)
         concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
-        attn_out = parts["attn_out"] = g.linear(concat, f"{p}.self_attn.o_proj.weight")
+        attn_out = parts["attn_out"] = g.project(concat, f"{p}.self_attn.o_proj", cfg.o_bias)
         resid_mid = parts["resid_mid"] = g.op("Add", h, attn_out)
-        # pre-norm mixture of experts
+        # pre-norm mixture of experts (or dense MLP)
         x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
+        if not cfg.is_moe:
+            parts.update(_dense_mlp(g, x, f"{p}.mlp"))
+            h = parts["resid_post"] = g.op("Add", resid_mid, parts["moe_out"])
+            dims = _layer_dims(cfg)
+            for name, _, dtype in LAYER_FIELDS:
+                emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
+            continue
         logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
         probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
         _, top_ids = g.op("TopK", logits, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
@@ -175,6 +192,14 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                               producer_name="glassbox", ir_version=IR_VERSION)
     helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
     return model
+
+
+def _dense_mlp(g: _Graph, x: str, p: str) -> dict[str, str]:  # [T, D] -> parts of core.model.dense_mlp
+    hidden = g.op("Mul", g.silu(g.linear(x, f"{p}.gate_proj.weight")), g.linear(x, f"{p}.up_proj.weight"))
+    empty = g.op("Slice", x, g.i64(0), g.i64(0), g.i64(1))  # [T, 0]: a dense model has no router
+    empty_ids = g.op("Cast", empty, to=TensorProto.INT64)
+    return dict(router_logits=empty, router_probs=g.op("Identity", empty), expert_ids=empty_ids,
+                expert_weights=g.op("Identity", empty), moe_out=g.linear(hidden, f"{p}.down_proj.weight"))
 
 
 def _layer_dims(cfg: ModelConfig) -> dict[str, list]:

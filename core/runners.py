@@ -43,7 +43,7 @@ def check_run_inputs(config: ModelConfig, ids, head_mask=None, expert_override=N
     override = np.full((L, t, K), -1, np.int64) if expert_override is None else np.asarray(expert_override, np.int64)
     if override.shape != (L, t, K):
         raise ValueError(f"expert_override must have shape ({L}, {t}, {K}), got {override.shape}")
-    if override.min() < -1 or override.max() >= E:
+    if override.size and (override.min() < -1 or override.max() >= E):
         raise ValueError(f"expert_override entries must be -1 or an expert in [0, {E})")
     return ids, mask, override
 

@@ -4,6 +4,11 @@ Both runners fill the same fields; every panel reads only a Trace (and the selec
 Per layer, H heads, T tokens, Dh head size, E experts, k experts per token:
 k and v are given per *query* head (grouped-query heads already repeated, as the
 attention uses them), so ``k[h]`` is the key matrix query head ``h`` attends with.
+
+Dense models (Llama, Mistral, Qwen: one SwiGLU MLP, no router) keep every field: E = k = 0,
+so router_logits, router_probs, expert_ids, expert_weights are empty [T, 0] arrays and
+expert_override is [L, T, 0]; moe_in / moe_out are the MLP's input and output. ``q`` and ``k``
+are after the per-head q/k RMSNorm where the model has one (Qwen3), before RoPE.
 """
 from __future__ import annotations
 
