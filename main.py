@@ -7,6 +7,7 @@
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
+    python main.py import HF_FOLDER --out DIR                a Hugging Face model folder as a bundle
 """
 from __future__ import annotations
 
@@ -123,6 +124,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.hf_import import import_model
+
+    print(import_model(args.folder, args.out, progress=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from gui.app import run_app
 
@@ -157,12 +165,23 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
     add_training_commands(sub)
+    imp = sub.add_parser("import", help="turn a Hugging Face model folder (config.json, safetensors) into a bundle")
+    imp.add_argument("folder")
+    imp.add_argument("--out", required=True, help="bundle folder to write")
+    imp.set_defaults(func=cmd_import)
+    for command in (parser, trace, exp):
+        command.add_argument("--import-to-cache", action="store_true",
+                             help="--model may be a Hugging Face folder: import it once into ~/.cache/glassbox")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "model", None):
+            from core.hf_import import resolve_model
+
+            args.model = resolve_model(args.model, args.import_to_cache)
         return args.func(args)
     except (ValueError, OSError) as exc:  # BundleError, ExportError and bad input: one line, no traceback
         print(f"glassbox: error: {exc}", file=sys.stderr)

@@ -15,7 +15,7 @@ from typing import Mapping
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx.external_data_helper import ExternalDataInfo, load_external_data_for_model, uses_external_data
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from core.atomic import atomic_write_bytes
 from core.config import ModelConfig
@@ -25,6 +25,7 @@ from core.trace import output_names
 
 MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+DATA_FILE = "model.onnx.data"
 DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
 
@@ -61,7 +62,7 @@ def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
     model = _load_onnx(folder)
     _check_graph(folder, model, config)
     try:
-        weights = read_weights(model, config)
+        weights = read_weights(model, config, folder)
     except ValueError as exc:
         raise BundleError(f"{folder / MODEL_FILE}: {exc} (config.json and the weights disagree)") from None
     try:
@@ -85,8 +86,10 @@ def _load_onnx(folder: Path) -> onnx.ModelProto:
         raise BundleError(f"{path}: not an ONNX model (no graph in it), or truncated")
     _check_external_data(folder, model)
     try:
-        load_external_data_for_model(model, str(folder))
-        onnx.checker.check_model(model, full_check=True)
+        if any(uses_external_data(t) for t in model.graph.initializer):
+            onnx.checker.check_model(str(path), full_check=True)  # by path: the weights stay on disk, mapped later
+        else:
+            onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # onnx raises several unrelated types for a broken file
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BundleError(f"{path}: the ONNX checker rejects it: {first_line}") from None
@@ -128,11 +131,14 @@ def _check_graph(folder: Path, model: onnx.ModelProto, config: ModelConfig) -> N
 # ---------------------------------------------------------------- writing
 
 def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mapping[str, np.ndarray],
-                 tokenizer: BPETokenizer, model_card: str) -> Path:
-    """Export weights through core's ONNX builder and write a complete bundle folder."""
+                 tokenizer: BPETokenizer, model_card: str, external_data: bool = False) -> Path:
+    """Export weights through core's ONNX builder and write a complete bundle folder.
+
+    external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model = build_model(config, weights)
+    model = build_model(config, weights, folder / DATA_FILE if external_data else None)
     atomic_write_bytes(folder / MODEL_FILE, model.SerializeToString())
     tokenizer.save(folder / TOKENIZER_FILE)
     atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(config.to_dict(), indent=2) + "\n").encode())

@@ -123,7 +123,7 @@ class ModelConfig:
         moe = FAMILY[architecture][1]
         required = list(_CORE_KEYS) + (list(_MOE_KEYS) if moe else [])
         if architecture == SHIPPED_ARCHITECTURE:  # the shipped spelling names every key
-            required += ["num_key_value_heads", "rope_theta", "tie_word_embeddings"]
+            required += ["num_key_value_heads", "tie_word_embeddings"] + ([] if "rope_parameters" in data else ["rope_theta"])
         missing = [k for k in required if k not in data]
         if missing:
             raise ValueError(f"config.json: missing key(s) {', '.join(missing)}")

@@ -2,7 +2,7 @@
 
 Weights are initializers under their Hugging Face names; every Trace field is a named
 output with a leading batch axis of 1. Two inputs have defaults (initializers that are
-also graph inputs), so a caller may leave them out:
+also graph inputs), so a caller may leave them out (a dense model's expert_override has K = 0):
   head_mask        float32 [L, H]     1 keeps a head, 0 removes its contribution
   expert_override  int64   [L, P, K]  -1 lets the router choose, e >= 0 forces expert e
                                       (P = max_position_embeddings; the graph reads the first T rows)
@@ -10,11 +10,14 @@ also graph inputs), so a caller may leave them out:
 from __future__ import annotations
 
 import json
-from typing import Mapping
+import os
+from pathlib import Path
+from typing import BinaryIO, Mapping
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from core.config import ModelConfig
 from core.model import rope_inv_freq, weight_shapes
@@ -84,13 +87,49 @@ class _Graph:
         return self.op("Mul", x, self.op("Sigmoid", x))
 
 
-def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """The whole forward pass of core.model.forward as an ONNX graph exposing every Trace field."""
+class ExternalWeights:
+    """Writes weights to a side file (ONNX external data) one at a time, so no 2 GB protobuf is built.
+
+    Each tensor starts on a page boundary: onnxruntime and numpy can then map it instead of reading it.
+    """
+    ALIGN = 4096
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file: BinaryIO = self.path.open("wb")
+
+    def tensor(self, name: str, array: np.ndarray) -> onnx.TensorProto:
+        data = np.ascontiguousarray(np.asarray(array, np.float32))  # one tensor converted at a time
+        offset = -(-self._file.tell() // self.ALIGN) * self.ALIGN
+        self._file.seek(offset)
+        self._file.write(data.tobytes())
+        proto = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(data.shape),
+                                 data_location=TensorProto.EXTERNAL)
+        for key, value in (("location", self.path.name), ("offset", str(offset)), ("length", str(data.nbytes))):
+            proto.external_data.add(key=key, value=value)
+        return proto
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
+                external_data: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """The whole forward pass of core.model.forward as an ONNX graph exposing every Trace field.
+
+    With external_data (a file path beside the future model.onnx) the weights are written there.
+    """
     cfg = config
     check_weights(cfg, weights)
     g = _Graph()
+    side = ExternalWeights(Path(external_data)) if external_data is not None else None
     for name in weight_shapes(cfg):
-        g.const(np.asarray(weights[name], np.float32), name)
+        if side is None:
+            g.const(np.asarray(weights[name], np.float32), name)
+        else:
+            g.initializers.append(side.tensor(name, weights[name]))
+    if side is not None:
+        side.close()
     L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
                         cfg.head_dim, cfg.num_experts_per_tok)
     g.const(np.ones((L, H), np.float32), "head_mask")
@@ -217,13 +256,28 @@ def check_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> Non
             raise ValueError(f"weights: {name} has shape {tuple(np.shape(weights[name]))}, config says {shape}")
 
 
-def read_weights(model: onnx.ModelProto, config: ModelConfig) -> dict[str, np.ndarray]:
-    """The parameters stored in a model.onnx, as float32 arrays under their HF names."""
+def read_weights(model: onnx.ModelProto, config: ModelConfig,
+                 folder: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """The parameters stored in a model.onnx, as float32 arrays under their HF names.
+
+    Weights kept as external data in `folder` are memory-mapped read-only, not copied.
+    """
     wanted = weight_shapes(config)
     found = {t.name: t for t in model.graph.initializer if t.name in wanted}
-    weights = {name: numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
+    weights = {name: _mapped(t, Path(folder)) if folder is not None and uses_external_data(t)
+               else numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
     check_weights(config, weights)
     return weights
+
+
+def _mapped(tensor: onnx.TensorProto, folder: Path) -> np.ndarray:
+    info = ExternalDataInfo(tensor)
+    if tensor.data_type != TensorProto.FLOAT:
+        raise ValueError(f"weights: {tensor.name} is stored as external data of a type other than float32")
+    shape = tuple(tensor.dims)
+    if info.length not in (None, 4 * int(np.prod(shape, dtype=np.int64))):
+        raise ValueError(f"weights: {tensor.name} claims {info.length} bytes for shape {shape}")
+    return np.memmap(folder / info.location, dtype=np.float32, mode="r", offset=info.offset or 0, shape=shape)
 
 
 __all__ = ["build_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]

@@ -78,6 +78,7 @@ class OnnxRunner:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
 
