@@ -201,8 +201,12 @@ def lm_head_weight(w: Weights, cfg: ModelConfig) -> np.ndarray:  # -> [V, D]
 
 
 def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray | None = None,
-            expert_override: np.ndarray | None = None) -> dict:  # [T] -> {embed, layers: [...], final_norm, logits}
-    """Run the model on token ids; head_mask [L, H] scales heads, expert_override [L, T, k] forces experts (-1 = router's pick)."""
+            expert_override: np.ndarray | None = None, keep=None,
+            logits_from: int = 0) -> dict:  # [T] -> {embed, layers: [...], final_norm, logits [T - logits_from, V]}
+    """Run the model on token ids; head_mask [L, H] scales heads, expert_override [L, T, k] forces experts (-1 = router's pick).
+
+    keep (a set of output names, e.g. "layers.3.attn") drops every other layer part as soon as the
+    next layer no longer needs it, so a large model need not hold every layer's T x T attention."""
     if head_mask is None:
         head_mask = np.ones((cfg.num_hidden_layers, cfg.num_attention_heads), F32)
     h = w["model.embed_tokens.weight"][ids]  # token embedding: one table row per id
@@ -210,11 +214,11 @@ def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray
     for l in range(cfg.num_hidden_layers):
         override = None if expert_override is None else expert_override[l]
         layer = block(h, w, l, cfg, head_mask[l].astype(F32), override)
-        layers.append(layer)
         h = layer["resid_post"]
+        layers.append(layer if keep is None else {k: v for k, v in layer.items() if f"layers.{l}.{k}" in keep})
     final_norm = rms_norm(h, w["model.norm.weight"], cfg.rms_norm_eps)
     return dict(embed=embed, layers=layers, final_norm=final_norm,
-                logits=linear(final_norm, lm_head_weight(w, cfg)))
+                logits=linear(final_norm[logits_from:], lm_head_weight(w, cfg)))
 
 
 def weight_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:

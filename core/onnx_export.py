@@ -6,6 +6,8 @@ also graph inputs), so a caller may leave them out (a dense model's expert_overr
   head_mask        float32 [L, H]     1 keeps a head, 0 removes its contribution
   expert_override  int64   [L, P, K]  -1 lets the router choose, e >= 0 forces expert e
                                       (P = max_position_embeddings; the graph reads the first T rows)
+  logits_from      int64   []         logits are computed for positions logits_from..T-1 only (default 0):
+                                      T x V floats are the largest output of a big-vocabulary model
 """
 from __future__ import annotations
 
@@ -134,6 +136,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
                         cfg.head_dim, cfg.num_experts_per_tok)
     g.const(np.ones((L, H), np.float32), "head_mask")
     g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
+    g.const(np.array(0, np.int64), "logits_from")
     outputs: list[tuple[str, str, type, list]] = []  # (graph value, output name, dtype, dims)
 
     def emit(value: str, out_name: str, dtype: type, dims: list) -> None:
@@ -218,12 +221,14 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
     final_norm = g.rms_norm(h, "model.norm.weight", cfg.rms_norm_eps)
     emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
     head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
-    emit(g.linear(final_norm, head), "logits", np.float32, ["T", cfg.vocab_size])
+    rows = g.op("Slice", final_norm, g.op("Unsqueeze", "logits_from", g.i64(0)), n_tokens, g.i64(0))
+    emit(g.linear(rows, head), "logits", np.float32, ["R", cfg.vocab_size])
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
         helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
         helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+        helper.make_tensor_value_info("logits_from", TensorProto.INT64, []),
     ]
     graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
     graph = helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers)

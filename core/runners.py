@@ -15,14 +15,24 @@ import numpy as np
 from core import model as reference
 from core.bundle import Bundle
 from core.config import ModelConfig
-from core.trace import LAYER_FIELDS, Trace, output_names
+from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
 
 class Runner(Protocol):
     name: str
     bundle: Bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace: ...
+    def run(self, ids, *, head_mask=None, expert_override=None, fields=None) -> Trace: ...
+
+
+def plan_outputs(config: ModelConfig, n_tokens: int, fields) -> tuple[list[str] | None, int]:
+    """Which outputs a run keeps (None: all) and the first position whose logits it computes."""
+    if fields is None:
+        return None, 0
+    wanted, last_only = select_outputs(config.num_hidden_layers, fields)
+    if "logits" not in wanted:
+        return wanted, n_tokens  # no row at all: T x V is the largest output of a real vocabulary
+    return wanted, n_tokens - 1 if last_only else 0
 
 
 def check_run_inputs(config: ModelConfig, ids, head_mask=None, expert_override=None):
@@ -54,17 +64,23 @@ class NumpyRunner:
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, fields=None) -> Trace:
+        """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         ids, mask, override = check_run_inputs(cfg, ids, head_mask, expert_override)
+        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         start = time.perf_counter()
-        result = reference.forward(ids, self.bundle.weights, cfg, mask, override)
+        result = reference.forward(ids, self.bundle.weights, cfg, mask, override,
+                                   keep=None if wanted is None else set(wanted), logits_from=logits_from)
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):
-            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS})
+            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS if name in layer})
+        if wanted is not None:
+            outputs = {name: outputs[name] for name in wanted}
         return Trace.from_outputs(cfg, ids, outputs, head_mask=mask, expert_override=override,
-                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
+                                  fields=None if wanted is None else frozenset(wanted), logits_from=logits_from)
 
 
 class OnnxRunner:
@@ -81,19 +97,29 @@ class OnnxRunner:
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
+        # bundles exported before logits_from existed compute every row; the runner then cuts
+        self._has_logits_from = "logits_from" in {i.name for i in self._session.get_inputs()}
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, fields=None) -> Trace:
+        """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         ids, mask, override = check_run_inputs(cfg, ids, head_mask, expert_override)
+        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         padded = np.full((cfg.num_hidden_layers, cfg.max_position_embeddings, cfg.num_experts_per_tok), -1, np.int64)
         padded[:, : ids.shape[0]] = override
         feeds = {"input_ids": ids[None, :], "head_mask": mask, "expert_override": padded}
+        if self._has_logits_from:
+            feeds["logits_from"] = np.array(logits_from, np.int64)
+        names = self._outputs if wanted is None else wanted
         start = time.perf_counter()
-        values = self._session.run(self._outputs, feeds)
+        values = self._session.run(names, feeds)
         elapsed = time.perf_counter() - start
-        outputs = {name: value[0] for name, value in zip(self._outputs, values)}  # drop the batch axis
+        outputs = {name: value[0] for name, value in zip(names, values)}  # drop the batch axis
+        if "logits" in outputs and not self._has_logits_from:
+            outputs["logits"] = outputs["logits"][logits_from:]
         return Trace.from_outputs(cfg, ids, outputs, head_mask=mask, expert_override=override,
-                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
+                                  fields=None if wanted is None else frozenset(wanted), logits_from=logits_from)
 
 
 def max_difference(a: Trace, b: Trace) -> float:

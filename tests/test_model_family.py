@@ -103,3 +103,25 @@ def test_unsupported_configs_are_refused_by_name(change, message):
             "num_hidden_layers": 1, "num_attention_heads": 4, "rms_norm_eps": 1e-6, "max_position_embeddings": 64}
     with pytest.raises(ValueError, match=message):
         ModelConfig.from_dict({**base, **change})
+
+
+@pytest.mark.parametrize("family", ["qwen2", "mixtral-window"])
+def test_partial_run_keeps_only_what_was_asked_and_agrees(make_bundle, family):
+    bundle = make_bundle(seed=5, **FAMILIES[family])
+    ids = np.arange(9)
+    full = NumpyRunner(bundle).run(ids)
+    for runner in (NumpyRunner(bundle), OnnxRunner(bundle)):
+        part = runner.run(ids, fields=["layers.1.attn", "resid_post", "logits.last"]).validate()
+        assert part.fields == {"layers.1.attn", "layers.0.resid_post", "layers.1.resid_post", "logits"}
+        assert part.layers[0].attn is None and part.embed is None and part.layers[0].q is None
+        assert part.logits.shape == (1, bundle.config.vocab_size) and part.logits_from == 8
+        np.testing.assert_allclose(part.logits[0], full.logits[-1], atol=1e-4)
+        np.testing.assert_allclose(part.layers[1].attn, full.layers[1].attn, atol=1e-5)
+        np.testing.assert_allclose(part.next_token_probs(), full.next_token_probs(), atol=1e-5)
+        assert set(part.to_arrays()) >= {"layers.1.attn", "logits", "input_ids"}
+        assert "layers.0.attn" not in part.to_arrays()
+
+
+def test_unknown_field_is_refused(make_bundle):
+    with pytest.raises(ValueError, match="unknown trace field 'atention'"):
+        NumpyRunner(make_bundle(seed=5)).run([1, 2], fields=["atention"])
