@@ -275,6 +275,24 @@ def read_weights(model: onnx.ModelProto, config: ModelConfig,
     return weights
 
 
+def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
+    """The same graph with only the outputs in `keep`; the nodes that only fed the others are dropped."""
+    model = onnx.load_from_string(model_bytes)
+    wanted = set(keep)
+    outputs = [o for o in model.graph.output if o.name in wanted]
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    needed = set(wanted)
+    kept_nodes = []
+    for node in reversed(model.graph.node):  # nodes are in topological order: walk back from the outputs
+        if any(name in needed for name in node.output):
+            kept_nodes.append(node)
+            needed.update(node.input)
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(kept_nodes))
+    return model.SerializeToString()
+
+
 def _mapped(tensor: onnx.TensorProto, folder: Path) -> np.ndarray:
     info = ExternalDataInfo(tensor)
     if tensor.data_type != TensorProto.FLOAT:

@@ -13,7 +13,8 @@ from typing import Protocol
 import numpy as np
 
 from core import model as reference
-from core.bundle import Bundle
+from core.bundle import DATA_FILE, Bundle
+from core.onnx_export import prune_outputs
 from core.config import ModelConfig
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
@@ -90,11 +91,18 @@ class OnnxRunner:
         import onnxruntime as ort  # heavy: only when an ONNX runner is made
 
         self.bundle = bundle
+        self._threads = threads
+        self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
         options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
+        if (bundle.path / DATA_FILE).is_file():
+            # Mapped weights stay shared with the file (and with a second, partial session) instead of
+            # being copied into packed buffers: a 0.5B model would otherwise cost its weights twice.
+            options.add_session_config_entry("session.disable_prepacking", "1")
+        self._options = options
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
         # bundles exported before logits_from existed compute every row; the runner then cuts
@@ -111,8 +119,9 @@ class OnnxRunner:
         if self._has_logits_from:
             feeds["logits_from"] = np.array(logits_from, np.int64)
         names = self._outputs if wanted is None else wanted
+        session = self._session if wanted is None else self._partial_session(names)
         start = time.perf_counter()
-        values = self._session.run(names, feeds)
+        values = session.run(names, feeds)
         elapsed = time.perf_counter() - start
         outputs = {name: value[0] for name, value in zip(names, values)}  # drop the batch axis
         if "logits" in outputs and not self._has_logits_from:
@@ -120,6 +129,20 @@ class OnnxRunner:
         return Trace.from_outputs(cfg, ids, outputs, head_mask=mask, expert_override=override,
                                   backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
                                   fields=None if wanted is None else frozenset(wanted), logits_from=logits_from)
+
+
+    def _partial_session(self, names: list[str]):
+        # onnxruntime keeps every graph output alive through a run, fetched or not: a partial run
+        # needs a graph that only has the outputs asked for. Two such sessions are kept.
+        import onnxruntime as ort
+
+        key = tuple(names)
+        if key not in self._partial:
+            while len(self._partial) >= 2:
+                self._partial.pop(next(iter(self._partial)))
+            graph = prune_outputs(self.bundle.model_bytes, names)
+            self._partial[key] = ort.InferenceSession(graph, self._options, providers=["CPUExecutionProvider"])
+        return self._partial[key]
 
 
 def max_difference(a: Trace, b: Trace) -> float:
