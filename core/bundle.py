@@ -69,7 +69,7 @@ def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
         tokenizer = BPETokenizer.load(folder / TOKENIZER_FILE)
     except (ValueError, OSError) as exc:
         raise BundleError(f"{folder / TOKENIZER_FILE}: {exc}") from None
-    if tokenizer.vocab_size != config.vocab_size:
+    if tokenizer.vocab_size > config.vocab_size:  # fewer is fine: real checkpoints pad the embedding
         raise BundleError(f"{folder / TOKENIZER_FILE}: vocabulary has {tokenizer.vocab_size} tokens, "
                           f"config.json says vocab_size {config.vocab_size}")
     card = (folder / CARD_FILE).read_text(encoding="utf-8", errors="replace") if (folder / CARD_FILE).is_file() else ""
