@@ -529,6 +529,11 @@ class FillScrollArea(QScrollArea):
         content.resize(width, height)
 
 
+EMPTY_TEXT = "Type a sentence to see which experts the router sends each token to."
+DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP that every token goes through "
+              "(Llama, Mistral and Qwen are built this way), so there are no experts to show.")
+
+
 class MoePanel(Panel):
     title = "MoE routing"
     object_name = "moe"
@@ -546,8 +551,7 @@ class MoePanel(Panel):
         self.load = LoadView()
         self.whatif = WhatIfView()
         self.whatif.run_button.clicked.connect(self.request_whatif)
-        self.empty = QLabel("Type a sentence to see which experts the router sends each token to.",
-                            alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
+        self.empty = QLabel(EMPTY_TEXT, alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
         self.pages = QStackedWidget()
         self.pages.addWidget(self.empty)
         self.pages.addWidget(self._content())
@@ -598,7 +602,8 @@ class MoePanel(Panel):
 
     def refresh(self) -> None:
         trace = self.trace
-        if trace is None:
+        if trace is None or not trace.config.is_moe:
+            self.empty.setText(EMPTY_TEXT if trace is None else DENSE_TEXT)
             self.pages.setCurrentWidget(self.empty)
             return
         self.pages.setCurrentIndex(1)
@@ -731,7 +736,7 @@ class MoePanel(Panel):
     # ------------------------------------------------------------ export
 
     def figures(self) -> list[Figure]:
-        if self.trace is None:
+        if self.trace is None or not self.trace.config.is_moe:
             return []
         figures = [Figure("moe_router_probs", self.router, self.router_table),
                    Figure("moe_expert_load", self.load, self.load_table,
