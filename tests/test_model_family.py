@@ -125,3 +125,16 @@ def test_partial_run_keeps_only_what_was_asked_and_agrees(make_bundle, family):
 def test_unknown_field_is_refused(make_bundle):
     with pytest.raises(ValueError, match="unknown trace field 'atention'"):
         NumpyRunner(make_bundle(seed=5)).run([1, 2], fields=["atention"])
+
+
+@pytest.mark.parametrize("family", ["llama-bias-llama3-tied", "mistral-window", "qwen3"])
+def test_step_by_step_reproduces_the_trace_on_every_family(make_bundle, family):
+    from core.steps import head_calculation
+
+    bundle = make_bundle(seed=5, **FAMILIES[family])
+    trace = NumpyRunner(bundle).run(np.arange(10))
+    calc = head_calculation(trace, layer=1, head=1, query=9, key=6)
+    assert abs(calc.dot.score - float(trace.layers[1].scores[1, 9, 6])) < 1e-4
+    np.testing.assert_allclose(calc.dot.q, trace.layers[1].q_rot[1, 9], atol=1e-5)
+    np.testing.assert_allclose(calc.dot.k, trace.layers[1].k_rot[1, 6], atol=1e-5)
+    np.testing.assert_allclose(calc.step("softmax").values, trace.layers[1].attn[1], atol=1e-5)  # window too
