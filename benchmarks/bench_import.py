@@ -134,16 +134,8 @@ def run_child(args: list[str]) -> dict:
 def bench_shape(shape: str, tmp: Path, repeats: int) -> dict:
     source, bundle = tmp / f"{shape}-hf", tmp / f"{shape}-bundle"
     make_hf_folder(source, shape)
-    start = time.perf_counter()
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    done = subprocess.run([sys.executable, str(ROOT / "main.py"), "import", str(source), "--out", str(bundle)],
-                          capture_output=True, text=True, cwd=ROOT)
-    import_s = time.perf_counter() - start
-    if done.returncode:
-        raise SystemExit(done.stderr)
-    import_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    result = {"shape": shape, "import_s": round(import_s, 2),
-              "import_rss_mb": round(import_rss / 1024) if import_rss > before else None,
+    imported = run_child(["--child-import", str(source), str(bundle)])
+    result = {"shape": shape, "import_s": round(imported["s"], 2), "import_rss_mb": round(imported["rss_mb"]),
               "bundle_mb": round(sum(p.stat().st_size for p in bundle.iterdir()) / 2**20)}
     onnx64 = run_child(["--child", str(bundle), "onnx-64", str(repeats)])
     panels = run_child(["--child", str(bundle), "onnx-1024", str(max(1, repeats // 2))])
@@ -155,6 +147,14 @@ def bench_shape(shape: str, tmp: Path, repeats: int) -> dict:
 
 
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-import":
+        from core.hf_import import import_model
+
+        start = time.perf_counter()
+        import_model(sys.argv[2], sys.argv[3])
+        print(json.dumps(dict(s=time.perf_counter() - start,
+                              rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(child_measure(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return
