@@ -114,7 +114,8 @@ class ModelConfig:
             own["sliding_window"] = self.sliding_window
         source = json.loads(self.source) if self.source else {}
         if "rope_parameters" in source:  # transformers 5 spelling: theta and scaling live there
-            own.pop("rope_theta"), own.pop("rope_scaling", None)
+            for key in ("rope_theta", "rope_scaling"):
+                own.pop(key, None)
         return {**source, **own}
 
     @classmethod

@@ -102,8 +102,6 @@ class OnnxRunner:
             # Mapped weights stay shared with the file (and with a second, partial session) instead of
             # being copied into packed buffers: a 0.5B model would otherwise cost its weights twice.
             options.add_session_config_entry("session.disable_prepacking", "1")
-            _share_exact_size_arena(ort)
-            options.add_session_config_entry("session.use_env_allocators", "1")
         self._options = options
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
@@ -145,18 +143,6 @@ class OnnxRunner:
             graph = prune_outputs(self.bundle.model_bytes, names)
             self._partial[key] = ort.InferenceSession(graph, self._options, providers=["CPUExecutionProvider"])
         return self._partial[key]
-
-
-_ARENA_REGISTERED = []
-
-
-def _share_exact_size_arena(ort) -> None:
-    # onnxruntime's default arena grows in doubling steps and fragments around the outputs a run
-    # keeps; growing by exactly what is asked saved 300 MB of 1.7 GB at T=1024 on SmolLM2-135M's shape.
-    if not _ARENA_REGISTERED:
-        memory = ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0, ort.OrtMemType.DEFAULT)
-        ort.create_and_register_allocator(memory, ort.OrtArenaCfg(0, 1, -1, -1))  # 1 = kSameAsRequested
-        _ARENA_REGISTERED.append(True)
 
 
 def max_difference(a: Trace, b: Trace) -> float:
