@@ -17,8 +17,9 @@ import os
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QSizeF, Qt
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSizeF
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QWidget
 
 from core.raw_export import tokens_csv_text, trace_npz_bytes, write_file_set
@@ -108,8 +109,14 @@ def png_bytes(widget: QWidget, width: int | None = None, dpi: float | None = Non
     return image_png_bytes(render_image(widget, width, dpi))
 
 
-def pdf_bytes(widget: QWidget, title: str = "") -> bytes:
-    """The widget as one vector PDF page of its own size (1 on-screen pixel = 1/96 inch), fonts embedded."""
+def pdf_bytes(widget: QWidget, title: str = "", svg: bytes | None = None) -> bytes:
+    """The widget as one vector PDF page of its own size (1 on-screen pixel = 1/96 inch).
+
+    Drawn from the portable SVG (gui/svg_export.py) rather than from the widget: the PDF then has
+    the same crisp heatmaps and outlined text (Chinese needs no font), and Qt's PDF engine never
+    meets the widget gradients it cannot write ("gradient between colors of different spec").
+    """
+    svg = svg if svg is not None else widget_svg_bytes(widget, title=title)
     width, height = max(1, widget.width()), max(1, widget.height())
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
@@ -118,12 +125,11 @@ def pdf_bytes(widget: QWidget, title: str = "") -> bytes:
     writer.setTitle(title or "Glassbox figure")
     writer.setCreator("Glassbox")
     points = QSizeF(width * 72.0 / SCREEN_DPI, height * 72.0 / SCREEN_DPI)
-    writer.setPageLayout(QPageLayout(QPageSize(points, QPageSize.Unit.Point, "figure", QPageSize.SizeMatchPolicy.ExactMatch),
-                                     QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
+    page = QPageSize(points, QPageSize.Unit.Point, "figure", QPageSize.SizeMatchPolicy.ExactMatch)
+    writer.setPageLayout(QPageLayout(page, QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
     painter = QPainter(writer)
     try:
-        painter.fillRect(0, 0, width, height, background_of(widget))
-        QWidget.render(widget, painter, QPoint())
+        QSvgRenderer(QByteArray(svg)).render(painter, QRectF(0, 0, width, height))
     finally:
         painter.end()
     buffer.close()
@@ -137,10 +143,11 @@ def figure_files(figure: Figure, formats: Iterable[str], width: int | None = Non
     files: dict[str, bytes] = {}
     if "png" in formats:
         files[f"{figure.name}.png"] = png_bytes(figure.widget, width, dpi)
+    svg = widget_svg_bytes(figure.widget, title=figure.name) if formats & {"svg", "pdf"} else None
     if "svg" in formats:
-        files[f"{figure.name}.svg"] = widget_svg_bytes(figure.widget, title=figure.name)
-    if "pdf" in formats:
-        files[f"{figure.name}.pdf"] = pdf_bytes(figure.widget, title=figure.name)
+        files[f"{figure.name}.svg"] = svg
+    if "pdf" in formats:   # the SVG is drawn once and reused
+        files[f"{figure.name}.pdf"] = pdf_bytes(figure.widget, figure.name, svg)
     if "csv" in formats:
         if figure.table is not None:
             files[f"{figure.name}.csv"] = figure.table().encode("utf-8")

@@ -127,30 +127,47 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
       stroke one data unit wide (the selection outline's "red blob", bars covered by their outline);
     - a small raster shown enlarged (a heatmap: one pixel per cell) is enlarged by whole pixels
       beforehand, so a renderer that smooths images (librsvg, PDF viewers) cannot blur the cells;
-    - groups left empty are dropped.
+    - shapes that draw nothing and groups left empty are dropped.
     """
     out: list[bytes] = []
     matrices = [IDENTITY]
+    paints = [True]   # per open group: does it fill or stroke anything?
     outlines: dict[tuple, bytes] = {}
     for match in _TOKEN.finditer(svg):
         token = match.group(0)
         if token.startswith(b"<g"):
             matrices.append(_compose(matrices[-1], _matrix_of(token)))
+            paints.append(not (b'fill="none"' in token and b'stroke="none"' in token))
         elif token == b"</g>":
             matrices.pop()
+            paints.pop()
         elif token.startswith(b"<text"):
             token = _text_as_path(token, pixels_per_point, outlines)
         elif token.startswith(b"<image"):
             token = _crisp_image(token, matrices[-1])
-        elif b'vector-effect="non-scaling-stroke"' in token and token.startswith((b"<rect", b"<polyline", b"<path", b"<polygon", b"<line")) \
-                and not _keeps_stroke_width(matrices[-1]):
-            token = _baked_stroke(token, matrices[-1])
+        elif token.startswith(_SHAPES):
+            if _draws_nothing(token, paints[-1]):
+                continue
+            if b'vector-effect="non-scaling-stroke"' in token and not _keeps_stroke_width(matrices[-1]):
+                token = _baked_stroke(token, matrices[-1])
         out.append(token)
     document = b"".join(out)
     previous = None
     while previous != document:   # an outer (clip) group empties once its inner group is gone
         previous, document = document, _EMPTY_GROUP.sub(b"", document)
     return document
+
+
+_SHAPES = (b"<rect", b"<polyline", b"<path", b"<polygon", b"<line", b"<ellipse", b"<circle")
+
+
+def _draws_nothing(tag: bytes, group_paints: bool) -> bool:
+    """An empty path, or a shape with neither fill nor stroke. Dropped: Qt's own renderer (used for the
+    PDF) draws such a shape with a hairline when it has vector-effect, which the PNG never shows."""
+    if b'd=""' in tag:
+        return True
+    own_paint = (b' fill="' in tag and b' fill="none"' not in tag) or (b' stroke="' in tag and b' stroke="none"' not in tag)
+    return not group_paints and not own_paint
 
 
 def _attributes(tag: bytes) -> dict[bytes, bytes]:
@@ -262,7 +279,9 @@ def _text_as_path(token: bytes, pixels_per_point: float, outlines: dict[tuple, b
     placed = b"translate(" + _fmt(_number(attrs.get(b"x", b"0"))) + b"," + _fmt(_number(attrs.get(b"y", b"0"))) + b")"
     if b"transform" in attrs:
         placed = attrs[b"transform"] + b" " + placed
-    return b"<path" + paint + b' stroke="none" transform="' + placed + b'" d="' + d + b'"/>'
+    # stroke-width 0 as well as stroke none: Qt's own SVG renderer (used for the PDF) otherwise strokes
+    # the outline with the enclosing group's pen, and the text comes out bold
+    return b"<path" + paint + b' stroke="none" stroke-width="0" transform="' + placed + b'" d="' + d + b'"/>'
 
 
 # (font, text, pixels per point) -> path data: labels repeat across the figures of one export
