@@ -102,9 +102,10 @@ class FigureHost:
 
         _quiet_offscreen_warnings()
         self.app = application()
-        apply_theme(self.app, theme)
+        classes = panel_classes()   # imports gui.plotting, which sets the light defaults: theme after it
+        self._undo_theme = apply_theme(self.app, theme)
         self.panels = []
-        for cls in panel_classes():
+        for cls in classes:
             panel = cls()
             panel.resize(*PANEL_SIZE)
             panel.show()
@@ -148,15 +149,27 @@ class FigureHost:
             panel.close()
             panel.deleteLater()
         QApplication.processEvents()
+        self._undo_theme()
 
 
-def apply_theme(app, theme: str) -> None:
-    """Dark figures: pyqtgraph's background/foreground and the widgets' palette (before panels are built)."""
-    if theme != "dark":
-        return
+def apply_theme(app, theme: str) -> Callable[[], None]:
+    """Dark figures: pyqtgraph's background/foreground and the widgets' palette (before panels are built).
+
+    Panels that paint their own white boxes stay light (their colours are the panels' own).
+    Returns a function that puts the process-wide settings back.
+    """
     import pyqtgraph as pg
     from PySide6.QtGui import QColor, QPalette
 
+    before = {name: pg.getConfigOption(name) for name in ("background", "foreground")}
+    palette_before = app.palette()
+
+    def undo() -> None:
+        pg.setConfigOptions(**before)
+        app.setPalette(palette_before)
+
+    if theme != "dark":
+        return undo
     background, foreground = "#1e1e1e", "#e6e6e6"
     pg.setConfigOptions(background=background, foreground=foreground)
     palette = QPalette()
@@ -166,6 +179,7 @@ def apply_theme(app, theme: str) -> None:
         palette.setColor(role, QColor(foreground))
     palette.setColor(QPalette.ColorRole.AlternateBase, QColor("#2a2a2a"))
     app.setPalette(palette)
+    return undo
 
 
 def _load_runner(model: str | None, backend: str):
