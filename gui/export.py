@@ -14,8 +14,13 @@ and for the whole trace: trace.npz (every array, as `main.py trace`) and tokens.
 from __future__ import annotations
 
 import os
+import struct
+import zlib
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Mapping
+
+import numpy as np
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSizeF
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
@@ -97,11 +102,29 @@ def render_image(widget: QWidget, width: int | None = None, dpi: float | None = 
 
 
 def image_png_bytes(image: QImage) -> bytes:
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not image.save(buffer, "PNG") or buffer.size() == 0:
+    """An opaque image as a PNG: 8-bit RGB, the "Sub" filter and zlib level 1, with its DPI (pHYs).
+
+    Written here rather than by QImage.save: figures are mostly flat colour, where Sub turns rows into
+    runs of zeros that fast deflate packs well; this is about 3x faster than Qt's libpng defaults
+    for a file of about the same size (benchmarks: gui.headless.bench_export_all).
+    """
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    height, width = rgb.height(), rgb.width()
+    if rgb.isNull() or width == 0 or height == 0:
         raise ValueError(f"could not encode a {image.width()} × {image.height()} PNG")
-    return bytes(buffer.data())
+    rows = np.frombuffer(rgb.constBits(), np.uint8).reshape(height, rgb.bytesPerLine())[:, : width * 3]
+    filtered = np.empty((height, width * 3 + 1), np.uint8)
+    filtered[:, 0] = 1                                  # filter type Sub: each byte minus the pixel to its left
+    filtered[:, 1:4] = rows[:, :3]
+    np.subtract(rows[:, 3:], rows[:, :-3], out=filtered[:, 4:])
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8-bit RGB, no interlace
+    density = struct.pack(">IIB", image.dotsPerMeterX(), image.dotsPerMeterY(), 1)
+    return b"".join((b"\x89PNG\r\n\x1a\n", _png_chunk(b"IHDR", header), _png_chunk(b"pHYs", density),
+                     _png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 1)), _png_chunk(b"IEND", b"")))
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
 
 
 def png_bytes(widget: QWidget, width: int | None = None, dpi: float | None = None) -> bytes:
@@ -137,12 +160,17 @@ def pdf_bytes(widget: QWidget, title: str = "", svg: bytes | None = None) -> byt
 
 
 def figure_files(figure: Figure, formats: Iterable[str], width: int | None = None,
-                 dpi: float | None = None) -> dict[str, bytes]:
-    """{file name: bytes} for one figure in the chosen formats (npz is per trace, not per figure)."""
+                 dpi: float | None = None, encoder: Executor | None = None) -> dict[str, bytes]:
+    """{file name: bytes} for one figure in the chosen formats (npz is per trace, not per figure).
+
+    With an `encoder` (a thread pool), the PNG is painted here but compressed there while the caller
+    goes on painting: zlib and NumPy release the GIL. The dict then holds a Future for the PNG.
+    """
     formats = set(formats)
     files: dict[str, bytes] = {}
     if "png" in formats:
-        files[f"{figure.name}.png"] = png_bytes(figure.widget, width, dpi)
+        image = render_image(figure.widget, width, dpi)
+        files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
     svg = widget_svg_bytes(figure.widget, title=figure.name) if formats & {"svg", "pdf"} else None
     if "svg" in formats:
         files[f"{figure.name}.svg"] = svg
@@ -171,12 +199,14 @@ def trace_files(trace: Trace | None, formats: Iterable[str]) -> dict[str, bytes]
 
 def all_files(figures: Iterable[Figure], trace: Trace | None, formats: Iterable[str],
               width: int | None = None, dpi: float | None = None) -> dict[str, bytes]:
+    """Every figure's files plus the trace's; PNGs are compressed on a worker thread meanwhile."""
     formats = tuple(formats)
-    files: dict[str, bytes] = {}
-    for figure in figures:
-        files.update(figure_files(figure, formats, width, dpi))
-    files.update(trace_files(trace, formats))
-    return files
+    files: dict = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="png-encoder") as encoder:
+        for figure in figures:
+            files.update(figure_files(figure, formats, width, dpi, encoder))
+        files.update(trace_files(trace, formats))
+        return {name: data.result() if isinstance(data, Future) else data for name, data in files.items()}
 
 
 def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[Path]:

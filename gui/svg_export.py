@@ -108,8 +108,10 @@ def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
     return portable_svg(bytes(buffer.data()), pixels_per_point=widget.logicalDpiY() / 72.0)
 
 
-# One token of QSvgGenerator's output: a whole <text>…</text>, any other tag, or the text between tags.
-_TOKEN = re.compile(rb"<text\b[^>]*>.*?</text>|<[^>]+>|[^<]+", re.DOTALL)
+# The parts of QSvgGenerator's output that may change: groups (for the transform), a whole
+# <text>…</text>, images and shapes. Everything between them is copied as it is.
+_TOKEN = re.compile(rb"<g\b[^>]*>|</g>|<text\b[^>]*>.*?</text>|<image\b[^>]*>"
+                    rb"|<(?:rect|polyline|path|polygon|line|ellipse|circle)\b[^>]*>", re.DOTALL)
 _ATTRIBUTE = re.compile(rb'([\w:-]+)="([^"]*)"')
 _MATRIX = re.compile(rb"matrix\(([^)]*)\)")
 _PAIR = re.compile(rb"(-?[0-9.]+(?:e[-+]?[0-9]+)?),(-?[0-9.]+(?:e[-+]?[0-9]+)?)")
@@ -132,8 +134,11 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
     out: list[bytes] = []
     matrices = [IDENTITY]
     paints = [True]   # per open group: does it fill or stroke anything?
-    outlines: dict[tuple, bytes] = {}
+    _outline_all(svg, pixels_per_point)
+    copied = 0
     for match in _TOKEN.finditer(svg):
+        out.append(svg[copied:match.start()])
+        copied = match.end()
         token = match.group(0)
         if token.startswith(b"<g"):
             matrices.append(_compose(matrices[-1], _matrix_of(token)))
@@ -142,7 +147,7 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
             matrices.pop()
             paints.pop()
         elif token.startswith(b"<text"):
-            token = _text_as_path(token, pixels_per_point, outlines)
+            token = _text_as_path(token, pixels_per_point)
         elif token.startswith(b"<image"):
             token = _crisp_image(token, matrices[-1])
         elif token.startswith(_SHAPES):
@@ -151,6 +156,7 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
             if b'vector-effect="non-scaling-stroke"' in token and not _keeps_stroke_width(matrices[-1]):
                 token = _baked_stroke(token, matrices[-1])
         out.append(token)
+    out.append(svg[copied:])
     document = b"".join(out)
     previous = None
     while previous != document:   # an outer (clip) group empties once its inner group is gone
@@ -261,15 +267,14 @@ def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
     return head + sep + base64.b64encode(bytes(buffer.data())) + quote + tail
 
 
-def _text_as_path(token: bytes, pixels_per_point: float, outlines: dict[tuple, bytes]) -> bytes:
+def _text_as_path(token: bytes, pixels_per_point: float) -> bytes:
     """<text x y font-…>content</text> -> <path> of its glyphs, placed with a translate."""
     open_tag, _, rest = token.partition(b">")
-    content = html.unescape(rest.rpartition(b"</text>")[0].decode("utf-8"))
     attrs = _attributes(open_tag)
-    font_key = tuple(attrs.get(name, b"").decode() for name in (b"font-family", b"font-size", b"font-weight", b"font-style"))
-    key = (font_key, content, pixels_per_point)
+    key = _text_key(open_tag[5:], rest.rpartition(b"</text>")[0], pixels_per_point)
     d = _OUTLINE_CACHE.get(key)
     if d is None:
+        font_key, content, _ = key
         outline = QPainterPath()
         outline.addText(QPointF(0, 0), _font_of(font_key, pixels_per_point), content)
         d = _OUTLINE_CACHE[key] = painter_path_d(outline).encode()
@@ -286,6 +291,51 @@ def _text_as_path(token: bytes, pixels_per_point: float, outlines: dict[tuple, b
 
 # (font, text, pixels per point) -> path data: labels repeat across the figures of one export
 _OUTLINE_CACHE: dict[tuple, bytes] = {}
+_TEXT_TAG = re.compile(rb"<text\b([^>]*)>(.*?)</text>", re.DOTALL)
+_PATH_DATA = re.compile(rb'<path\b[^>]*\sd="([^"]*)"')
+
+
+def _text_key(attributes: bytes, content: bytes, pixels_per_point: float) -> tuple:
+    attrs = _attributes(attributes)
+    font_key = tuple(attrs.get(name, b"").decode() for name in (b"font-family", b"font-size", b"font-weight", b"font-style"))
+    return font_key, html.unescape(content.decode("utf-8")), pixels_per_point
+
+
+def _outline_all(svg: bytes, pixels_per_point: float) -> None:
+    """Outline every (font, text) of the document not yet cached, in one pass through Qt's own SVG writer.
+
+    QSvgGenerator writes a drawn QPainterPath as path data in C++, far faster than reading the path's
+    elements one by one from Python (painter_path_d), which stays as the fallback.
+    """
+    missing = list(dict.fromkeys(key for attributes, content in _TEXT_TAG.findall(svg)
+                                 if (key := _text_key(attributes, content, pixels_per_point)) not in _OUTLINE_CACHE))
+    paths = []
+    for font_key, content, ppp in missing:
+        outline = QPainterPath()
+        outline.addText(QPointF(0, 0), _font_of(font_key, ppp), content)
+        paths.append(outline)
+    drawn = [(key, path) for key, path in zip(missing, paths) if not path.isEmpty()]
+    for key, path in zip(missing, paths):
+        if path.isEmpty():
+            _OUTLINE_CACHE[key] = b""
+    if not drawn:
+        return
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    painter = QPainter(generator)
+    try:
+        painter.setPen(Qt.PenStyle.NoPen)
+        for _, path in drawn:
+            painter.drawPath(path)
+    finally:
+        painter.end()
+    written = _PATH_DATA.findall(bytes(buffer.data()))
+    if len(written) != len(drawn):   # not one <path> per drawn path: outline them one by one instead
+        written = [painter_path_d(path).encode() for _, path in drawn]
+    for (key, _), d in zip(drawn, written):
+        _OUTLINE_CACHE[key] = d.strip()
 
 
 def _font_of(font_key: tuple[str, str, str, str], pixels_per_point: float) -> QFont:
