@@ -6,8 +6,7 @@
     python main.py corpus --out resources/corpus             build the training corpus (apt-get download)
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
-    python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/PDF/CSV) + trace.npz
-    python main.py export --texts FILE --out DIR             the same for each line, one sub-folder each
+    python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
 """
 from __future__ import annotations
 
