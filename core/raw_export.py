@@ -31,6 +31,17 @@ def check_export_folder(folder: str | os.PathLike) -> Path:
     return folder
 
 
+def ensure_writable_folder(folder: str | os.PathLike) -> Path:
+    """Create folder (and parents) now and check it is writable. For a set of files prefer
+    write_file_set / staged_export, which create nothing until every file is written."""
+    folder = check_export_folder(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create the folder {folder}: {exc.strerror or exc}") from None
+    return folder
+
+
 @contextlib.contextmanager
 def staged_export(folder: str | os.PathLike) -> Iterator[StagedFolder]:
     """Write a set of files all-or-nothing (core.atomic.StagedFolder); OSError becomes one clear ExportError."""

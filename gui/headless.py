@@ -17,7 +17,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -231,7 +231,6 @@ class BatchResult:
     files: int = 0
     seconds: float = 0.0
     skipped_blank: int = 0
-    paths: list[Path] = field(default_factory=list)
 
     def summary(self) -> str:
         per = 1000 * self.seconds / max(1, self.sentences)
@@ -295,7 +294,7 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
             staged.write("index.csv", csv_text(rows).encode("utf-8"))
     finally:
         host.close()
-    result.sentences, result.paths = len(lines), staged.paths
+    result.sentences = len(lines)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -297,3 +297,12 @@ def test_progress_bar_only_on_a_terminal():
 def test_text_or_texts_is_required(tmp_path, capsys):
     assert main.main(["export", "--out", str(tmp_path / "o")]) == 2
     assert "give --text SENTENCE or --texts FILE" in capsys.readouterr().err
+
+
+def test_ensure_writable_folder_creates_it_or_says_why_not(tmp_path):
+    from core.raw_export import ensure_writable_folder
+
+    assert ensure_writable_folder(tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ExportError, match="cannot create the folder"):
+        ensure_writable_folder(tmp_path / "file" / "out")
