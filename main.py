@@ -120,10 +120,19 @@ def add_training_commands(sub) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from gui.headless import export_sentence
+    from gui.headless import ExportRequest, export_sentence, export_texts, terminal_progress
 
-    for path in export_sentence(args.text, args.out, model=args.model, formats=args.format,
-                                width=args.width, backend=args.backend):
+    request = ExportRequest.parse(args.formats, args.figures, width=args.width, dpi=args.dpi, layer=args.layer,
+                                  head=args.head, query=args.query, key=args.key,
+                                  expert_layer=args.expert_layer, theme=args.theme)
+    if (args.text is None) == (args.texts is None):
+        raise ValueError("give --text SENTENCE or --texts FILE (one sentence per line)")
+    if args.texts is not None:
+        result = export_texts(args.texts, args.out, request, model=args.model, backend=args.backend,
+                              progress=terminal_progress())
+        print(result.summary())
+        return 0
+    for path in export_sentence(args.text, args.out, model=args.model, backend=args.backend, request=request):
         print(path)
     return 0
 
@@ -162,12 +171,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_intervention_flags(trace)
     trace.set_defaults(func=cmd_trace)
 
-    exp = sub.add_parser("export", help="write every panel's figures for a text, without a display")
-    exp.add_argument("--text", required=True)
+    exp = sub.add_parser("export", help="write the panels' figures for a text (or each line of a file), no display")
+    exp.add_argument("--text", help="the sentence to analyse")
+    exp.add_argument("--texts", help="a UTF-8 file, one sentence per line: one sub-folder each, plus index.csv")
     exp.add_argument("--out", required=True, help="output folder")
     exp.add_argument("--model", help="bundle folder")
-    exp.add_argument("--format", default="png,svg,csv,npz", help="comma-separated: png,svg,csv,npz")
+    exp.add_argument("--formats", "--format", dest="formats", default="png,svg,csv,npz",
+                     help="comma-separated: png,svg,pdf,csv,npz")
+    exp.add_argument("--figures", help="comma-separated figure names (default: every figure)")
     exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width)")
+    exp.add_argument("--dpi", type=float, help="PNG resolution instead of --width (96 = on-screen size)")
+    for name in ("layer", "head", "query", "key", "expert-layer"):
+        exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int,
+                         help="token position" if name in ("query", "key") else None)
+    exp.add_argument("--theme", choices=["light", "dark"], default="light")
     exp.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
     exp.set_defaults(func=cmd_export)
 
