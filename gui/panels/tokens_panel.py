@@ -7,15 +7,13 @@ next merge (lowest rank first) everywhere it occurs, as the first seed does by h
 """
 from __future__ import annotations
 
-from functools import lru_cache
-
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QPushButton, QScrollArea, QSlider,
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from core.raw_export import csv_text
-from core.tokenizer import Tokenization, display_piece, piece_to_bytes
+from core.tokenizer import Tokenization
 from gui.chip_flow import Chip, ChipFlow
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
@@ -28,20 +26,7 @@ EMPTY_TEXT = "Type a sentence above to see how the model cuts it into tokens."
 
 
 def _byte_length(tokenization: Tokenization, piece: str) -> int:
-    if piece in tokenization.special_pieces:
-        return len(piece.encode("utf-8"))
-    return _piece_byte_length(piece)
-
-
-@lru_cache(maxsize=8192)
-def _piece_byte_length(piece: str) -> int:
-    return len(piece_to_bytes(piece))
-
-
-@lru_cache(maxsize=8192)
-def shown_piece(piece: str) -> str:
-    """A vocab piece out of context, readable (cached: the replay list shows the same pieces again and again)."""
-    return display_piece(piece)
+    return len(tokenization.piece_bytes(piece))
 
 
 def _piece_starts(tokenization: Tokenization, pieces) -> list[int]:
@@ -81,9 +66,9 @@ def step_caption(tokenization: Tokenization, step: int) -> str:
     pieces = pieces_at_step(tokenization, step)
     if step == 0:
         return f"Step 0 of {total}: the sentence as {len(pieces)} bytes, before any merge"
-    s = tokenization.steps[step - 1]
-    return (f"Step {step} of {total}: merge rank {s.rank}: ‘{display_piece(s.left)}’ + ‘{display_piece(s.right)}’"
-            f" → ‘{display_piece(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
+    s, shown = tokenization.steps[step - 1], tokenization.display_piece
+    return (f"Step {step} of {total}: merge rank {s.rank}: ‘{shown(s.left)}’ + ‘{shown(s.right)}’"
+            f" → ‘{shown(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
 
 
 def merges_csv(tokenization: Tokenization | None) -> str:
@@ -94,8 +79,9 @@ def merges_csv(tokenization: Tokenization | None) -> str:
         rows.append([0, "", "", "", "", "", len(initial), " | ".join(initial)])
         for k, s in enumerate(tokenization.steps, start=1):
             shown = tokenization.display_pieces(s.pieces)
-            rows.append([k, s.rank, display_piece(s.left), display_piece(s.right), display_piece(s.merged),
-                         s.count, len(shown), " | ".join(shown)])
+            piece = tokenization.display_piece
+            rows.append([k, s.rank, piece(s.left), piece(s.right), piece(s.merged), s.count, len(shown),
+                         " | ".join(shown)])
     return csv_text(rows)
 
 
@@ -267,8 +253,9 @@ class TokensPanel(Panel):
         self.step_list.clear()
         if tokenization is not None:
             self.step_list.addItem("0  bytes")
-            self.step_list.addItems([f"{k}  #{s.rank}  {shown_piece(s.left)} + {shown_piece(s.right)}"
-                                     f"  ×{s.count}" for k, s in enumerate(tokenization.steps, start=1)])
+            shown = tokenization.display_piece
+            self.step_list.addItems([f"{k}  #{s.rank}  {shown(s.left)} + {shown(s.right)}  ×{s.count}"
+                                     for k, s in enumerate(tokenization.steps, start=1)])
         self.step_list.blockSignals(False)
         self._replay_tokenization = tokenization
         self.slider.blockSignals(True)

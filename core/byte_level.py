@@ -1,0 +1,56 @@
+"""GPT-2's byte alphabet: every byte written as one printable character, so byte-level vocab pieces
+are plain strings ("Ġthe" is b" the"). Shared by the BPE model and the tokenizer.json pipeline."""
+
+from __future__ import annotations
+
+import regex
+
+# GPT-2's pre-tokenizer regex (the one HF's ByteLevel pre-tokenizer uses with use_regex=true).
+PRETOKENIZE_PATTERN = (
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+)
+PRETOKENIZE_RE = regex.compile(PRETOKENIZE_PATTERN)
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """Map every byte to one printable character.
+
+    Bytes that are already printable and not space (``!``..``~``, ``¡``..``¬``,
+    ``®``..``ÿ``) map to themselves; the other 68 (controls, space, soft hyphen...)
+    are shifted to U+0100 and up, in byte order. This keeps vocab strings free of
+    whitespace and control characters, which keeps files and merges readable.
+    """
+    printable = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    table: dict[int, str] = {}
+    shifted = 0
+    for b in range(256):
+        if b in printable:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + shifted)
+            shifted += 1
+    return table
+
+
+BYTE_ENCODER: dict[int, str] = bytes_to_unicode()
+BYTE_DECODER: dict[str, int] = {c: b for b, c in BYTE_ENCODER.items()}
+
+
+def bytes_to_piece(raw: bytes) -> str:
+    return "".join(BYTE_ENCODER[b] for b in raw)
+
+
+def piece_to_bytes(piece: str) -> bytes:
+    """Bytes of a vocab piece written in the byte alphabet (not for special tokens)."""
+    try:
+        return bytes(BYTE_DECODER[c] for c in piece)
+    except KeyError as exc:
+        raise ValueError(f"piece {piece!r} has a character outside the byte alphabet") from exc
+
+
+def in_byte_alphabet(piece: str) -> bool:
+    return all(c in BYTE_DECODER for c in piece)
