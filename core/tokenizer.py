@@ -395,25 +395,33 @@ class BPETokenizer:
             added_tokens = [AddedToken(sid, content) for content, sid in (special_tokens or {}).items()]
         self.added_tokens: tuple[AddedToken, ...] = tuple(added_tokens)
         self.special_tokens: dict[str, int] = {t.content: t.id for t in self.added_tokens}
-        for t in self.added_tokens:
-            if t.content in self.vocab and self.vocab[t.content] != t.id:
-                raise ValueError(
-                    f"special token {t.content!r} has id {t.id} but the vocab says {self.vocab[t.content]}"
-                )
-            self.vocab[t.content] = t.id
+        # A normalized added token's piece is its normalized content ("▁hello" for "hello"), as in HF.
+        added_pieces = [self.pipeline.normalize(Aligned.of(t.content)).text if t.normalized else t.content
+                        for t in self.added_tokens]
+        by_id = {i: piece for piece, i in self._model_vocab.items()}
+        if len(by_id) != len(self._model_vocab):
+            raise ValueError("ids are not contiguous (two vocab pieces share an id)")
+        # The BPE's own name of an id an added token renamed (the replay shows what the merges built).
+        self._model_names: dict[int, str] = {}
+        for t, piece in zip(self.added_tokens, added_pieces):
+            if by_id.get(t.id, piece) != piece:
+                self._model_names[t.id] = by_id[t.id]
+            by_id[t.id] = piece  # an added token names its id, as in HF's id_to_token
+            self.vocab.setdefault(piece, t.id)
         self._special_ids = frozenset(t.id for t in self.added_tokens if t.special)
-        self._pieces = _pieces_by_id(self.vocab)
+        self._pieces = _pieces_by_id(by_id)
         self._check_template()
         self._char_ids = self._byte_level_ids() if self.pipeline.byte_level else None
         self._unk_id = self._unk_token_id()
         self._byte_token_ids = [self._model_vocab.get(f"<0x{b:02X}>") for b in range(256)]
         self._ranks = self._merge_ranks()
-        self._raw_matcher = AddedTokenMatcher([t for t in self.added_tokens if not t.normalized],
-                                              [t.content for t in self.added_tokens if not t.normalized])
-        normalized = [t for t in self.added_tokens if t.normalized]
-        self._norm_matcher = AddedTokenMatcher(normalized, [self.pipeline.normalize(Aligned.of(t.content)).text
-                                                            for t in normalized])
-        specials = list(self.special_tokens) + ([options.unk_token] if options.unk_token else [])
+        raw = [(t, p) for t, p in zip(self.added_tokens, added_pieces) if not t.normalized]
+        normalized = [(t, p) for t, p in zip(self.added_tokens, added_pieces) if t.normalized]
+        self._raw_matcher = AddedTokenMatcher([t for t, _ in raw], [p for _, p in raw])
+        self._norm_matcher = AddedTokenMatcher([t for t, _ in normalized], [p for _, p in normalized])
+        # Pieces that stand for their own text: added tokens outside the model's vocab (a piece that is
+        # both, like Llama 2's "<s>", spells the same bytes either way, and may be a merge's result).
+        specials = [p for p in added_pieces if p not in self._model_vocab]
         self.alphabet = PieceAlphabet(self.pipeline.byte_level, self.pipeline.space, options.byte_fallback, specials)
         self.bos_id = self._named_id(bos_token) if bos_token else (self.pipeline.prefix_ids or (None,))[0]
         self.eos_id = self._named_id(eos_token) if eos_token else next(
@@ -606,7 +614,7 @@ class BPETokenizer:
             else:
                 n += 1
         steps = tuple(
-            MergeStep(s.rank, self._pieces[s.left], self._pieces[s.right], self._pieces[s.merged], s.count,
+            MergeStep(s.rank, self._symbol_piece(s.left), self._symbol_piece(s.right), self._symbol_piece(s.merged), s.count,
                       _replayer(self, parts, replay, s.log_end))
             for s in log.steps
         )
@@ -629,8 +637,11 @@ class BPETokenizer:
             if isinstance(p, _Fixed):
                 out.append(self._pieces[p.id])
             else:
-                out.extend(self._pieces[i] for i in next(words))
+                out.extend(self._symbol_piece(i) for i in next(words))
         return tuple(out)
+
+    def _symbol_piece(self, i: int) -> str:
+        return self._model_names.get(i) or self._pieces[i]
 
     def _char_bytes(self, c: str) -> int:
         """How many bytes a character of a pre-token stands for."""
@@ -646,8 +657,7 @@ class BPETokenizer:
         tokens: list[Token] = []
         w = 0
 
-        def add(tid: int, chars: tuple[int, int], own: list[int] | None) -> None:
-            piece = self._pieces[tid]
+        def add(tid: int, piece: str, chars: tuple[int, int], own: list[int] | None) -> None:
             raw = self.alphabet.piece_bytes(piece)
             if own is None or len(own) != len(raw):  # a special, or an unknown token standing for more
                 own = [min(chars[0], max(len(text) - 1, 0))] * len(raw)
@@ -659,7 +669,7 @@ class BPETokenizer:
 
         for p in parts:
             if isinstance(p, _Fixed):
-                add(p.id, p.chars, None)
+                add(p.id, self._pieces[p.id], p.chars, None)
                 continue
             word, spans = words[w], starts[w][1]
             positions = log.final_positions[w] + [len(spans)]
@@ -667,7 +677,7 @@ class BPETokenizer:
                 lo, hi = spans[a][0], spans[b - 1][1]
                 origin = word.origin[lo:hi]
                 own = [o for c, o in zip(word.text[lo:hi], origin) for _ in range(self._char_bytes(c))]
-                add(tid, (min(origin), max(origin) + 1), own)
+                add(tid, self._symbol_piece(tid), (min(origin), max(origin) + 1), own)
             w += 1
         return tokens, owners
 
@@ -905,14 +915,10 @@ def _template_json(prefix: Sequence[int], suffix: Sequence[int], pieces: Sequenc
     return {"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": names}
 
 
-def _pieces_by_id(vocab: Mapping[str, int]) -> list[str]:
-    ids = sorted(vocab.values())
-    if ids != list(range(len(ids))):
-        raise ValueError(f"ids are not contiguous 0..{len(ids) - 1} (or repeat)")
-    pieces = [""] * len(ids)
-    for piece, i in vocab.items():
-        pieces[i] = piece
-    return pieces
+def _pieces_by_id(by_id: Mapping[int, str]) -> list[str]:
+    if sorted(by_id) != list(range(len(by_id))):
+        raise ValueError(f"ids are not contiguous 0..{len(by_id) - 1} (or repeat)")
+    return [by_id[i] for i in range(len(by_id))]
 
 
 def _char_span(origin: Sequence[int], start: int) -> tuple[int, int]:
