@@ -44,13 +44,17 @@ def bytes_to_piece(raw: bytes) -> str:
     return "".join(BYTE_ENCODER[b] for b in raw)
 
 
-def piece_to_bytes(piece: str) -> bytes:
-    """Bytes of a vocab piece written in the byte alphabet (not for special tokens)."""
-    try:
-        return bytes(BYTE_DECODER[c] for c in piece)
-    except KeyError as exc:
-        raise ValueError(f"piece {piece!r} has a character outside the byte alphabet") from exc
+_TO_LATIN1 = {ord(c): b for b, c in BYTE_ENCODER.items()}  # piece character -> its byte, as a code point
+_IN_ALPHABET = regex.compile("[" + "".join(regex.escape(c) for c in BYTE_DECODER) + "]*")
 
 
 def in_byte_alphabet(piece: str) -> bool:
-    return all(c in BYTE_DECODER for c in piece)
+    return _IN_ALPHABET.fullmatch(piece) is not None
+
+
+def piece_to_bytes(piece: str) -> bytes:
+    """Bytes of a vocab piece written in the byte alphabet (not for special tokens)."""
+    if not in_byte_alphabet(piece):
+        bad = next(c for c in piece if c not in BYTE_DECODER)
+        raise ValueError(f"piece {piece!r} has a character outside the byte alphabet ({bad!r})")
+    return piece.translate(_TO_LATIN1).encode("latin-1")

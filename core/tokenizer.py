@@ -123,28 +123,8 @@ def _show_char(ch: str, first: bool) -> str:
     return ch
 
 
-def _char_len(lead: int) -> int:
-    """Length of the UTF-8 sequence a lead byte starts (0: not a lead byte)."""
-    if lead < 0x80:
-        return 1
-    if 0xC2 <= lead <= 0xDF:
-        return 2
-    if 0xE0 <= lead <= 0xEF:
-        return 3
-    if 0xF0 <= lead <= 0xF4:
-        return 4
-    return 0
-
-
-def _whole_char_at(raw: bytes, i: int) -> str | None:
-    """The character whose complete UTF-8 encoding starts at raw[i], else None."""
-    n = _char_len(raw[i])
-    if n == 0 or i + n > len(raw):
-        return None
-    try:
-        return raw[i : i + n].decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+def _utf8_len(cp: int) -> int:
+    return 1 if cp < 0x80 else 2 if cp < 0x800 else 3 if cp < 0x10000 else 4
 
 
 def _render(
@@ -153,7 +133,10 @@ def _render(
     owners: Sequence[int] | None,
     byte_start: int,
 ) -> str:
-    """Readable form of ``raw``; ``owners[byte_start + i]`` is the char index of raw[i] in text."""
+    """Readable form of ``raw``; ``owners[byte_start + i]`` is the char index of raw[i] in text.
+
+    Decoding with surrogateescape turns each byte that is not part of a whole character into
+    U+DC80..U+DCFF (valid UTF-8 never holds those), so one C call finds the fragments."""
     out: list[str] = []
     frag: list[int] = []  # bytes of the current fragment
     frag_owner: int | None = None
@@ -168,19 +151,19 @@ def _render(
         frag, frag_owner = [], None
 
     i = 0
-    while i < len(raw):
-        ch = _whole_char_at(raw, i)
-        if ch is not None:
+    for ch in raw.decode("utf-8", errors="surrogateescape"):
+        cp = ord(ch)
+        if not 0xDC80 <= cp <= 0xDCFF:
             flush()
             out.append(_show_char(ch, first))
             first = False
-            i += len(ch.encode("utf-8"))
+            i += _utf8_len(cp)
             continue
         # A byte that is part of a character cut by the token boundary.
         owner = owners[byte_start + i] if owners is not None else None
         if frag and owner != frag_owner:
             flush()
-        frag.append(raw[i])
+        frag.append(cp - 0xDC00)
         frag_owner = owner
         first = True
         i += 1
@@ -248,13 +231,26 @@ class PieceAlphabet:
         """A piece out of context: fragments of a character as "‹e8 ae›", specials as their text."""
         shown = self._shown.get(piece)
         if shown is None:
-            shown = piece if piece in self.specials else display_bytes(self.piece_bytes(piece))
+            shown = piece if piece in self.specials else _display_whole(self.piece_bytes(piece))
             if len(self._shown) < _WORD_CACHE_SIZE:
                 self._shown[piece] = shown
         return shown
 
 
 BYTE_LEVEL_ALPHABET = PieceAlphabet(True, None, False, ())
+# Text that display_bytes shows as itself, but for " ", "\n", "\t" (␣ ↵ ⇥): no other control,
+# format, space or separator character, and no combining mark in front. The panels label a whole
+# vocab (150k pieces) at once: this is the fast path.
+_SHOWN_AS_IS = regex.compile(r"(?!\p{M})(?:[^\p{C}\p{Z}]|[ \n\t])*")
+_NAMED_TABLE = str.maketrans(_NAMED_CHARS)
+
+
+def _display_whole(raw: bytes) -> str:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return display_bytes(raw)
+    return text.translate(_NAMED_TABLE) if _SHOWN_AS_IS.fullmatch(text) else display_bytes(raw)
 
 
 # ----------------------------------------------------------------------------- results
@@ -496,16 +492,17 @@ class BPETokenizer:
 
     # ------------------------------------------------------------------ encoding
 
-    def _units(self, text: str) -> list[tuple[AddedToken | None, Aligned]]:
-        """The sentence as added tokens and pre-tokens (in the model's alphabet), in order."""
+    def _units(self, text: str, track: bool = True) -> list[tuple[AddedToken | None, Aligned]]:
+        """The sentence as added tokens and pre-tokens (in the model's alphabet), in order;
+        ``track``: keep where each character came from."""
         out: list[tuple[AddedToken | None, Aligned]] = []
         if not text:
             return out
         for a, b, token in self._raw_matcher.find(text):
             if token is not None:
-                out.append((token, Aligned.of(text[a:b], a)))
+                out.append((token, Aligned.of(text[a:b], a, track)))
                 continue
-            piece = self.pipeline.normalize(Aligned.of(text[a:b], a))
+            piece = self.pipeline.normalize(Aligned.of(text[a:b], a, track))
             for c, d, token in self._norm_matcher.find(piece.text):
                 part = piece.slice(c, d)
                 if token is not None:
@@ -568,7 +565,7 @@ class BPETokenizer:
     def encode(self, text: str, add_special: bool = True) -> list[int]:
         """Token ids of text; ``add_special``: with the tokens the post-processor adds (e.g. BOS)."""
         ids: list[int] = list(self.pipeline.prefix_ids) if add_special else []
-        for token, part in self._units(clean_text(text)):
+        for token, part in self._units(clean_text(text), track=False):
             if token is not None:
                 ids.append(token.id)
             else:

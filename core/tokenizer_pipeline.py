@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import regex
 
@@ -35,26 +35,42 @@ _BYTE_TOKEN = regex.compile(r"<0x([0-9A-Fa-f]{2})>")
 # ----------------------------------------------------------------------------- aligned text
 
 
-@dataclass(frozen=True)
-class Aligned:
+class Aligned(NamedTuple):
     """Text on its way to the model. ``origin[k]``: index in the user's text of the character
     ``text[k]`` was made from (a prepended "▁" borrows the first character's)."""
 
     text: str
-    origin: tuple[int, ...]
+    # A range while nothing moved characters around (slicing it is free); None when not tracked
+    # (plain encode), then every stage only transforms the text.
+    origin: Sequence[int] | None
     start: int  # where it begins in the user's text, also when it is empty
 
     @staticmethod
-    def of(text: str, start: int = 0) -> "Aligned":
-        return Aligned(text, tuple(range(start, start + len(text))), start)
+    def of(text: str, start: int = 0, track: bool = True) -> "Aligned":
+        return Aligned(text, range(start, start + len(text)) if track else None, start)
 
     def slice(self, a: int, b: int) -> "Aligned":
+        if self.origin is None:
+            return Aligned(self.text[a:b], None, self.start + a)
         start = self.origin[a] if a < len(self.origin) else self.start + a
         return Aligned(self.text[a:b], self.origin[a:b], start)
 
 
+def _replace_text(text: str, spans: Sequence[tuple[int, int]], content: str) -> str:
+    out: list[str] = []
+    pos = 0
+    for a, b in spans:
+        out.append(text[pos:a])
+        out.append(content)
+        pos = b
+    out.append(text[pos:])
+    return "".join(out)
+
+
 def _replace_spans(piece: Aligned, spans: Sequence[tuple[int, int]], content: str) -> Aligned:
     """Replace each [a, b) of piece.text with content; the new characters take text[a]'s origin."""
+    if piece.origin is None:
+        return Aligned(_replace_text(piece.text, spans, content), None, piece.start)
     text: list[str] = []
     origin: list[int] = []
     pos = 0
@@ -77,11 +93,13 @@ class NFC:
     def normalize(self, piece: Aligned) -> Aligned:
         if unicodedata.is_normalized("NFC", piece.text):
             return piece
+        if piece.origin is None:
+            return Aligned(unicodedata.normalize("NFC", piece.text), None, piece.start)
         text, origin = _nfc_with_origin(piece.text, piece.origin)
         return Aligned(text, origin, piece.start)
 
 
-def _nfc_with_origin(text: str, origin: tuple[int, ...]) -> tuple[str, tuple[int, ...]]:
+def _nfc_with_origin(text: str, origin: Sequence[int]) -> tuple[str, tuple[int, ...]]:
     """NFC one cluster (a starter and the marks after it) at a time, so each composed character
     keeps its starter's origin; if clusters do not compose alike, spread the whole text evenly."""
     whole = unicodedata.normalize("NFC", text)
@@ -104,7 +122,10 @@ class Prepend:
     def normalize(self, piece: Aligned) -> Aligned:
         if not piece.text:
             return piece
-        return Aligned(self.prefix + piece.text, (piece.origin[0],) * len(self.prefix) + piece.origin, piece.start)
+        if piece.origin is None:
+            return Aligned(self.prefix + piece.text, None, piece.start)
+        origin = (piece.origin[0],) * len(self.prefix) + tuple(piece.origin)
+        return Aligned(self.prefix + piece.text, origin, piece.start)
 
 
 @dataclass(frozen=True)
@@ -127,7 +148,7 @@ class Replace:
         return _replace_spans(piece, spans, self.content) if spans else piece
 
     def decode_chain(self, tokens: list[str]) -> list[str]:
-        return [_replace_spans(Aligned.of(t), self.spans(t), self.content).text for t in tokens]
+        return [_replace_text(t, self.spans(t), self.content) for t in tokens]
 
 
 @dataclass(frozen=True)
@@ -242,16 +263,15 @@ class ByteLevel:
         return [_to_byte_alphabet(p) for p in parts]
 
 
+_LATIN1_TO_BYTE_ALPHABET = {b: BYTE_ENCODER[b] for b in range(256)}
+
+
 def _to_byte_alphabet(piece: Aligned) -> Aligned:
-    if piece.text.isascii():
-        return Aligned("".join(BYTE_ENCODER[ord(c)] for c in piece.text), piece.origin, piece.start)
-    text: list[str] = []
-    origin: list[int] = []
-    for c, o in zip(piece.text, piece.origin):
-        raw = c.encode("utf-8")
-        text.extend(BYTE_ENCODER[b] for b in raw)
-        origin.extend([o] * len(raw))
-    return Aligned("".join(text), tuple(origin), piece.start)
+    text = piece.text.encode("utf-8").decode("latin-1").translate(_LATIN1_TO_BYTE_ALPHABET)
+    if piece.origin is None or len(text) == len(piece.text):  # untracked, or ASCII: one byte per character
+        return Aligned(text, piece.origin, piece.start)
+    origin = tuple(o for c, o in zip(piece.text, piece.origin) for _ in range(len(c.encode("utf-8"))))
+    return Aligned(text, origin, piece.start)
 
 
 @dataclass(frozen=True)
@@ -267,8 +287,11 @@ class Metaspace:
         piece = Aligned(piece.text.replace(" ", self.replacement), piece.origin, piece.start)
         prepend = self.prepend_scheme == "always" or (self.prepend_scheme == "first" and piece.start == 0)
         if prepend and not piece.text.startswith(self.replacement):
-            origin = piece.origin[:1] if piece.origin else (piece.start,)
-            piece = Aligned(self.replacement + piece.text, origin + piece.origin, piece.start)
+            if piece.origin is None:
+                piece = Aligned(self.replacement + piece.text, None, piece.start)
+            else:
+                origin = tuple(piece.origin[:1]) if piece.origin else (piece.start,)
+                piece = Aligned(self.replacement + piece.text, origin + tuple(piece.origin), piece.start)
         if not self.split_pieces:
             return [piece]
         return _split(piece, _char_matches(lambda c: c == self.replacement, piece.text), "MergedWithNext")

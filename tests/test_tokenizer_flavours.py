@@ -281,3 +281,9 @@ def test_huge_files_are_refused_before_reading(tmp_path: Path, monkeypatch) -> N
     monkeypatch.setattr(tokenizer_module, "MAX_TOKENIZER_BYTES", 4096)
     with pytest.raises(ValueError, match="^tokenizer.json: larger than"):
         BPETokenizer.load(file)
+
+
+@settings(max_examples=300, deadline=None)
+@given(raw=st.one_of(st.binary(max_size=24), st.text(max_size=12).map(lambda s: s.encode("utf-8", "replace"))))
+def test_vocab_labels_fast_path_shows_what_display_bytes_shows(raw: bytes) -> None:
+    assert tokenizer_module._display_whole(raw) == tokenizer_module.display_bytes(raw)
