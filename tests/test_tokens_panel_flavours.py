@@ -1,0 +1,47 @@
+"""The Tokens panel on imported tokenizer flavours: SentencePiece pieces ("▁", "<0xNN>") and
+byte-level pieces both show readably, and the merge replay steps through them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.bundle import load_bundle
+from core.random_bundle import make_random_bundle
+from core.runners import NumpyRunner
+from core.session import analyse
+from core.tokenizer import BPETokenizer
+from gui.panels.tokens_panel import TokensPanel, merges_csv, newly_merged, pieces_at_step, step_caption
+from tests.tokenizer_flavours import llama2, qwen2
+
+
+@pytest.fixture(scope="module", params=["llama2", "qwen2"])
+def flavour_runner(request, tmp_path_factory):
+    hf = {"llama2": llama2, "qwen2": qwen2}[request.param]()
+    tokenizer = BPETokenizer.from_json(json.loads(hf.to_str()))
+    folder = tmp_path_factory.mktemp(f"{request.param}_bundle")
+    make_random_bundle(folder, tokenizer=tokenizer)
+    return NumpyRunner(load_bundle(folder))
+
+
+RARE = "龘"  # in no training text: not in either small vocab: byte fallback (Llama 2) or byte pieces (Qwen2)
+
+
+def test_chips_and_replay_on_an_imported_flavour(show, flavour_runner):
+    panel = show(TokensPanel(), 900, 600)
+    text = f"hello world 订单 {RARE}!"
+    trace = analyse(flavour_runner, text)
+    panel.set_trace(trace)
+    tok = trace.tokenization
+    assert panel.chips.chip_count() == len(tok.tokens)
+    shown = [panel.chips.chip_lines(i)[0] for i in range(panel.chips.chip_count())]
+    assert shown == [t.display for t in tok.tokens]
+    assert not any("▁" in s or "<0x" in s or "\ufffd" in s for s in shown)
+    assert any("‹" in s and s.endswith(RARE) for s in shown)  # a byte fragment names its character
+    for step in range(len(tok.steps) + 1):
+        assert len(newly_merged(tok, step)) == len(pieces_at_step(tok, step))
+        assert "<0x" not in step_caption(tok, step)
+    rows = merges_csv(tok).splitlines()
+    assert len(rows) == len(tok.steps) + 2 and "▁" not in "".join(rows)
+    panel.slider.setValue(len(tok.steps))
+    assert panel.pieces.chip_count() == len(tok.tokens)
