@@ -17,6 +17,11 @@ from core.tokenizer import BPETokenizer, Tokenization, load_tokenizer
 from tests.tokenizer_flavours import FLAVOURS, mixed_texts
 
 HYPO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=60)
+# `tokenizers`' regex engine and the `regex` package may be on different Unicode versions:
+# characters unassigned in Python's tables (category Cn) are left out of comparisons with it.
+ASSIGNED_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs", "Cn")).filter(
+    lambda c: unicodedata.category(c) != "Cn"), max_size=60)
 BYTE_LEVEL = ("llama3", "qwen2", "smollm", "qwen2_flags")
 
 
@@ -47,7 +52,7 @@ def test_ids_and_decoding_match_tokenizers(built, name: str) -> None:
 
 @pytest.mark.parametrize("name", ["llama3", "qwen2", "llama2", "mistral_v3", "sp_unk_fused"])
 @HYPO
-@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+@given(text=ASSIGNED_TEXT)
 def test_ids_match_tokenizers_on_any_text(built, name: str, text: str) -> None:
     hf, ours = built[name]
     assert ours.encode(text) == hf.encode(text).ids
@@ -98,7 +103,7 @@ def test_decode_inverts_encode_where_the_flavour_promises_it(built, name: str) -
 
 @pytest.mark.parametrize("name", ["llama3", "smollm", "qwen2"])
 @HYPO
-@given(text=st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+@given(text=ANY_TEXT)
 def test_byte_level_flavours_round_trip_any_text(built, name: str, text: str) -> None:
     _, ours = built[name]
     specials = [t.content for t in ours.added_tokens]
