@@ -44,17 +44,23 @@ def bytes_to_piece(raw: bytes) -> str:
     return "".join(BYTE_ENCODER[b] for b in raw)
 
 
-_TO_LATIN1 = {ord(c): b for b, c in BYTE_ENCODER.items()}  # piece character -> its byte, as a code point
-_IN_ALPHABET = regex.compile("[" + "".join(regex.escape(c) for c in BYTE_DECODER) + "]*")
+# Piece character -> its byte (as a code point); characters 0..323 outside the alphabet -> U+FFFF,
+# so that after translate, a piece is in the alphabet exactly when it encodes as latin-1.
+_TO_LATIN1 = {cp: 0xFFFF for cp in range(324)} | {ord(c): b for b, c in BYTE_ENCODER.items()}
 
 
 def in_byte_alphabet(piece: str) -> bool:
-    return _IN_ALPHABET.fullmatch(piece) is not None
+    try:
+        piece.translate(_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def piece_to_bytes(piece: str) -> bytes:
     """Bytes of a vocab piece written in the byte alphabet (not for special tokens)."""
-    if not in_byte_alphabet(piece):
+    try:
+        return piece.translate(_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError:
         bad = next(c for c in piece if c not in BYTE_DECODER)
-        raise ValueError(f"piece {piece!r} has a character outside the byte alphabet ({bad!r})")
-    return piece.translate(_TO_LATIN1).encode("latin-1")
+        raise ValueError(f"piece {piece!r} has a character outside the byte alphabet ({bad!r})") from None

@@ -52,7 +52,6 @@ from core.byte_level import (
     PRETOKENIZE_RE,
     bytes_to_piece,
     bytes_to_unicode,
-    in_byte_alphabet,
     piece_to_bytes,
 )
 from core import tokenizer_pipeline as tp
@@ -222,7 +221,10 @@ class PieceAlphabet:
         if piece in self.specials:
             return piece.encode("utf-8")
         if self.byte_level:
-            return piece_to_bytes(piece) if in_byte_alphabet(piece) else piece.encode("utf-8")
+            try:
+                return piece_to_bytes(piece)
+            except ValueError:  # not written in the byte alphabet: its text
+                return piece.encode("utf-8")
         if self.byte_tokens and (m := _BYTE_TOKEN.fullmatch(piece)):
             return bytes([int(m.group(1), 16)])
         return (piece.replace(self.space, " ") if self.space else piece).encode("utf-8")
@@ -238,19 +240,27 @@ class PieceAlphabet:
 
 
 BYTE_LEVEL_ALPHABET = PieceAlphabet(True, None, False, ())
-# Text that display_bytes shows as itself, but for " ", "\n", "\t" (␣ ↵ ⇥): no other control,
-# format, space or separator character, and no combining mark in front. The panels label a whole
-# vocab (150k pieces) at once: this is the fast path.
-_SHOWN_AS_IS = regex.compile(r"(?!\p{M})(?:[^\p{C}\p{Z}]|[ \n\t])*")
+# What display_bytes shows without looking at single characters: runs of bytes that are not whole
+# characters (decoded with surrogateescape to U+DC80..U+DCFF) become "‹e8 ae›"; the characters
+# between show as themselves, but for " ", "\n", "\t" (␣ ↵ ⇥), when there is no other control,
+# format, space or separator character and no combining mark starts a run. The panels label a
+# whole vocab (150k pieces) at once: this is the fast path.
+_PLAIN = r"(?:[^\p{C}\p{Z}]|[ \n\t])"
+_SHOWN_SIMPLY = regex.compile(r"(?:[\udc80-\udcff]+|(?!\p{M})" + _PLAIN + "+)*")
+_ESCAPED_RUN = regex.compile(r"[\udc80-\udcff]+")
 _NAMED_TABLE = str.maketrans(_NAMED_CHARS)
 
 
+def _hex_run(m: "regex.Match[str]") -> str:
+    return "‹" + " ".join(f"{ord(c) - 0xDC00:02x}" for c in m.group()) + "›"
+
+
 def _display_whole(raw: bytes) -> str:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
+    """``display_bytes(raw)`` for a piece out of context, faster."""
+    text = raw.decode("utf-8", errors="surrogateescape")
+    if not _SHOWN_SIMPLY.fullmatch(text):
         return display_bytes(raw)
-    return text.translate(_NAMED_TABLE) if _SHOWN_AS_IS.fullmatch(text) else display_bytes(raw)
+    return _ESCAPED_RUN.sub(_hex_run, text.translate(_NAMED_TABLE))
 
 
 # ----------------------------------------------------------------------------- results

@@ -24,7 +24,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 import regex
 
-from core.byte_level import BYTE_DECODER, BYTE_ENCODER, PRETOKENIZE_RE
+from core.byte_level import BYTE_ENCODER, PRETOKENIZE_RE, in_byte_alphabet, piece_to_bytes
 
 _WHITESPACE = regex.compile(r"\p{White_Space}")  # Rust's char::is_whitespace
 _WORD_AT_START = regex.compile(r"^\w")
@@ -376,10 +376,7 @@ class AddedTokenMatcher:
 @dataclass(frozen=True)
 class ByteLevelDecoder:
     def decode_chain(self, tokens: list[str]) -> list[str]:
-        raw = b"".join(
-            bytes(BYTE_DECODER[c] for c in t) if all(c in BYTE_DECODER for c in t) else t.encode("utf-8")
-            for t in tokens
-        )
+        raw = b"".join(piece_to_bytes(t) if in_byte_alphabet(t) else t.encode("utf-8") for t in tokens)
         return [raw.decode("utf-8", errors="replace")]
 
 
