@@ -45,7 +45,7 @@ def grow(tok: Tokenizer, model_size: int, seed: int = 0) -> str:
     rng = random.Random(seed)
     while len(vocab) < model_size:
         left, right = rng.choice(pieces[-4000:] if rng.random() < 0.7 else pieces), rng.choice(singles)
-        if left + right not in vocab and not left.startswith("<"):
+        if left + right not in vocab and not left.startswith("<") and len(left) < 12:  # real pieces are short
             vocab[left + right] = len(vocab)
             pieces.append(left + right)
             merges.append([left, right])

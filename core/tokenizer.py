@@ -870,19 +870,18 @@ def _read_bpe_model(model: dict[str, Any]) -> tuple[dict[str, int], list[tuple[s
     if model.get("dropout"):
         raise ValueError("model.dropout is not supported (encoding must be deterministic)")
     vocab = model.get("vocab")
-    if not isinstance(vocab, dict) or not all(
-        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in vocab.items()
-    ):
+    # (type checks rather than isinstance: JSON gives exact types, and 150k entries are checked)
+    if not isinstance(vocab, dict) or not all(type(v) is int for v in vocab.values()):
         raise ValueError('model.vocab must be an object of "piece": id')
     raw_merges = model.get("merges", [])
     if not isinstance(raw_merges, list):
         raise ValueError("model.merges must be a list")
     merges: list[tuple[str, str]] = []
     for k, m in enumerate(raw_merges):
-        if isinstance(m, str) and len(m.split(" ")) == 2:
-            a, b = m.split(" ")
-        elif isinstance(m, list) and len(m) == 2 and all(isinstance(x, str) for x in m):
+        if type(m) is list and len(m) == 2 and type(m[0]) is str and type(m[1]) is str:
             a, b = m
+        elif type(m) is str and m.count(" ") == 1:
+            a, b = m.split(" ")
         else:
             raise ValueError(f'merge #{k} is {tp._short(m)}, expected "a b" or ["a", "b"]')
         merges.append((a, b))
