@@ -45,3 +45,9 @@ def test_chips_and_replay_on_an_imported_flavour(show, flavour_runner):
     assert len(rows) == len(tok.steps) + 2 and "▁" not in "".join(rows)
     panel.slider.setValue(len(tok.steps))
     assert panel.pieces.chip_count() == len(tok.tokens)
+
+
+def test_replay_starts_from_bytes_or_characters(flavour_runner):
+    tok = analyse(flavour_runner, "hello").tokenization
+    unit = "bytes" if flavour_runner.bundle.tokenizer.pipeline.byte_level else "characters"
+    assert step_caption(tok, 0).startswith(f"Step 0 of {len(tok.steps)}: the sentence as {len(tok.initial_pieces)} {unit}")

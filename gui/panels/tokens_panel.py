@@ -65,7 +65,8 @@ def step_caption(tokenization: Tokenization, step: int) -> str:
     total = len(tokenization.steps)
     pieces = pieces_at_step(tokenization, step)
     if step == 0:
-        return f"Step 0 of {total}: the sentence as {len(pieces)} bytes, before any merge"
+        unit = "bytes" if tokenization.alphabet.byte_level else "characters"  # SentencePiece starts from characters
+        return f"Step 0 of {total}: the sentence as {len(pieces)} {unit}, before any merge"
     s, shown = tokenization.steps[step - 1], tokenization.display_piece
     return (f"Step {step} of {total}: merge rank {s.rank}: ‘{shown(s.left)}’ + ‘{shown(s.right)}’"
             f" → ‘{shown(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
