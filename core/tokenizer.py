@@ -255,6 +255,15 @@ def _hex_run(m: "regex.Match[str]") -> str:
     return "‹" + " ".join(f"{ord(c) - 0xDC00:02x}" for c in m.group()) + "›"
 
 
+def _render_in_context(raw: bytes, text: str, owners: Sequence[int], byte_start: int) -> str:
+    """``_render`` for a token of a sentence; whole plain characters take the fast path."""
+    try:
+        whole = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return _render(raw, text, owners, byte_start)
+    return whole.translate(_NAMED_TABLE) if _SHOWN_SIMPLY.fullmatch(whole) else _render(raw, text, owners, byte_start)
+
+
 def _display_whole(raw: bytes) -> str:
     """``display_bytes(raw)`` for a piece out of context, faster."""
     text = raw.decode("utf-8", errors="surrogateescape")
@@ -347,7 +356,7 @@ class Tokenization:
             if piece in self.special_pieces:
                 out.append(piece)
             else:
-                out.append(_render(raw, self.text, self._owners, pos))
+                out.append(_render_in_context(raw, self.text, self._owners, pos))
             pos += len(raw)
         return tuple(out)
 
@@ -651,9 +660,7 @@ class BPETokenizer:
         return self._model_names.get(i) or self._pieces[i]
 
     def _char_bytes(self, c: str) -> int:
-        """How many bytes a character of a pre-token stands for."""
-        if self._char_ids is not None:
-            return 1
+        """How many bytes a character of a SentencePiece-style pre-token stands for."""
         return len((" " if c == self.pipeline.space else c).encode("utf-8"))
 
     def _tokens(self, text: str, parts: Sequence[_Fixed | Aligned], words: Sequence[Aligned],
@@ -671,7 +678,7 @@ class BPETokenizer:
             pos = len(owners)
             owners.extend(own)
             special = piece in self.alphabet.specials
-            shown = piece if special else _render(raw, text, owners, pos)
+            shown = piece if special else _render_in_context(raw, text, owners, pos)
             tokens.append(Token(tid, piece, raw, pos, pos + len(raw), chars[0], chars[1], shown))
 
         for p in parts:
@@ -683,7 +690,10 @@ class BPETokenizer:
             for tid, a, b in zip(log.final[w], positions, positions[1:]):
                 lo, hi = spans[a][0], spans[b - 1][1]
                 origin = word.origin[lo:hi]
-                own = [o for c, o in zip(word.text[lo:hi], origin) for _ in range(self._char_bytes(c))]
+                if self._char_ids is not None:  # byte-level: each character of a pre-token is one byte
+                    own = list(origin)
+                else:
+                    own = [o for c, o in zip(word.text[lo:hi], origin) for _ in range(self._char_bytes(c))]
                 add(tid, self._symbol_piece(tid), (min(origin), max(origin) + 1), own)
             w += 1
         return tokens, owners

@@ -303,3 +303,15 @@ def test_huge_files_are_refused_before_reading(tmp_path: Path, monkeypatch) -> N
 @given(raw=st.one_of(st.binary(max_size=24), st.text(max_size=12).map(lambda s: s.encode("utf-8", "replace"))))
 def test_vocab_labels_fast_path_shows_what_display_bytes_shows(raw: bytes) -> None:
     assert tokenizer_module._display_whole(raw) == tokenizer_module.display_bytes(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=12), cut=st.integers(0, 40), length=st.integers(0, 40))
+def test_token_display_fast_path_shows_what_render_shows(text: str, cut: int, length: int) -> None:
+    text = tokenizer_module.clean_text(text)
+    data = text.encode("utf-8")
+    owners = tokenizer_module._byte_owners(text)
+    start = min(cut, len(data))
+    raw = data[start:start + length]
+    assert tokenizer_module._render_in_context(raw, text, owners, start) == \
+        tokenizer_module._render(raw, text, owners, start)
