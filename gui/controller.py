@@ -241,7 +241,8 @@ class Controller(QObject):
     sigBusy = Signal(bool)
     sigStatus = Signal(object)            # dict: tokens, context, backend, elapsed_ms, parity, bundle
     sigHighlight = Signal(int, int)       # characters [start, end) of the sentence to highlight; -1 clears
-    sigTextReplaced = Signal(str)         # the sentence changed by an append/generate/undo (not typing)
+    sigTextReplaced = Signal(object)      # str: the sentence changed by an append/generate/undo (not typing);
+                                          # object, as a QString copy would drop a leading U+FEFF
     sigBundleChanged = Signal(object)     # Bundle
     sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job

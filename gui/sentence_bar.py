@@ -8,7 +8,8 @@ and show as spaces; the Tokens panel shows them as ↵.
 Two things no Qt widget can hold are handled where the text comes in (`setText`), and said on
 screen (`sigNote`): a surrogate code point (U+D800–U+DFFF) cannot be stored in a QString, so the
 tokenizer's own rule is applied first — each becomes U+FFFD, as `main.py trace` makes it — and a
-leading U+FEFF, which PySide reads as a byte-order mark and drops, is passed doubled.
+leading U+FEFF, which PySide reads as a byte-order mark and drops, is passed doubled (and text
+travels in signals as `object`, for the same reason).
 
 Typing emits sigTextEdited at every change (the controller debounces); Enter emits sigSubmitted
 (analyse now). `highlight(start, end)` tints characters without moving the cursor or the user's
@@ -46,7 +47,7 @@ def _for_qt(text: str) -> str:
 
 
 class SentenceBar(QLineEdit):
-    sigTextEdited = Signal(str)
+    sigTextEdited = Signal(object)   # str; `object` so that Qt does not copy it into a QString (see above)
     sigSubmitted = Signal()
     sigNote = Signal(str)   # the surrogate rule while it applies to the text shown; "" clears
 
@@ -83,11 +84,11 @@ class SentenceBar(QLineEdit):
         """The surrogate rule, while the text shows a U+FFFD that stands for a surrogate; else ""."""
         return SURROGATE_RULE if self._surrogates_replaced and "\ufffd" in self.text() else ""
 
-    def _on_text_changed(self, text: str) -> None:
+    def _on_text_changed(self, _text: str) -> None:
         self.clear_highlight()
         self.sigNote.emit(self.note())
-        if not self._silent:
-            self.sigTextEdited.emit(text)
+        if not self._silent:   # text(), not the signal's copy: that one loses a leading U+FEFF too
+            self.sigTextEdited.emit(self.text())
 
     # ------------------------------------------------------------ highlighting
     def highlight(self, start: int, end: int) -> None:
