@@ -262,6 +262,8 @@ class Controller(QObject):
         self.selection = Selection()
         self.generation = 0
         self._cancels = 0          # bumped by Esc and by closing: stops jobs that typing does not supersede
+        self._switch_id = 0        # the latest backend switch asked for
+        self._switching_to: str | None = None
         self._jobs: dict[int, _Job] = {}
         self._job_ids = itertools.count(1)
         self._latest_variant: dict[tuple[int, str], int] = {}
@@ -326,6 +328,9 @@ class Controller(QObject):
         self._awaiting_ids.clear()
         self.generation += 1
         self._cancels += 1
+        if self._switching_to is not None:   # a backend switch was among what stopped
+            self._switching_to = None
+            self.sigBackendChanged.emit(self._backend)
         self._emit_busy()
         self.sigNotice.emit("cancelled: the panels show the last finished analysis")
 
@@ -451,13 +456,23 @@ class Controller(QObject):
         """Switch backend off the UI thread; only once its runners are built and have run the sentence."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
-        if backend == self._backend:
+        if backend == (self._switching_to or self._backend):
             return
+        self._switch_id += 1   # a switch still under way is superseded
+        if backend == self._backend:   # back to the backend in use before the other one was ready
+            self._switching_to = None
+            self.sigBackendChanged.emit(backend)
+            return
+        self._switching_to = backend
         self.generation += 1   # a run with the old backend is no longer wanted
         state, generation, cancels, runners = self._state, self.generation, self._cancels, self._runners
+        switch_id = self._switch_id
 
         def done(result: RunResult) -> None:
-            if self._runners is not runners:   # a bundle opened meanwhile: its own runners were tried
+            self._switching_to = None
+            if self._runners is not runners:   # a bundle opened meanwhile: the switch was tried on the old one
+                self.sigBackendChanged.emit(self._backend)
+                self.sigError.emit(f"the model changed while switching to {BACKEND_NAMES[backend]}: choose it again")
                 return
             self._backend = backend
             self.sigBackendChanged.emit(backend)
@@ -467,13 +482,14 @@ class Controller(QObject):
                 self.flush()
 
         def failed(message: str) -> None:
+            self._switching_to = None
             self.sigBackendChanged.emit(self._backend)
             self.sigError.emit(f"could not switch to {BACKEND_NAMES[backend]}: {message} "
                                f"(still using {BACKEND_NAMES[self._backend]})")
             self.flush()
 
         self._submit(_Job(partial(switch_backend, runners, backend, state), done, failed,
-                          lambda: cancels != self._cancels))
+                          lambda: cancels != self._cancels or switch_id != self._switch_id))
 
     def open_bundle(self, path: str) -> None:
         """Load another bundle off the UI thread. It replaces the current one only after it has loaded and
@@ -489,9 +505,10 @@ class Controller(QObject):
             self._runners = runners
             self._undo.clear()
             self._awaiting_ids.clear()
+            if self._state.ids is not None:   # appended while it loaded: still ids of the old vocabulary
+                self._state = SentenceState(self._state.text)
             self.sigBundleChanged.emit(runners.bundle)
-            if self._state == state or self._state.ids is not None and self._state.text == state.text:
-                self._state = state
+            if self._state == state:
                 self.generation += 1
                 self._show_result(state, result if state.text else None)
             else:

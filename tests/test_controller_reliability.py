@@ -328,3 +328,25 @@ def test_a_run_whose_outputs_have_the_wrong_shape_is_refused(qtbot, window, bund
     qtbot.waitUntil(lambda: window.last_error != "", timeout=WAIT_MS)
     assert window.last_error.startswith("logits: shape")
     assert window.controller.trace is None
+
+
+def test_switching_back_before_a_switch_is_ready_keeps_the_backend_in_use(qtbot, window):
+    type_text(qtbot, window, ENGLISH)
+    window.set_backend("onnx")
+    window.set_backend("numpy")
+    type_text(qtbot, window, "typed after both switches")
+    assert window.controller.backend == "numpy" and window.controller.trace.backend == "numpy"
+    assert window.backend_actions["numpy"].isChecked()
+
+
+def test_a_bundle_opened_after_an_append_reads_the_text_not_the_old_ids(qtbot, window, make_bundle):
+    other = make_bundle(seed=3)
+    c = window.controller
+    type_text(qtbot, window, ENGLISH)
+    window.panel("tokens").sigAppendTokens.emit([int(np.argmax(c.trace.logits[-1]))])
+    qtbot.waitUntil(lambda: c.trace.text != ENGLISH and not c.busy(), timeout=WAIT_MS)
+    text = c.trace.text
+    c.open_bundle(str(other.path))
+    qtbot.waitUntil(lambda: c.bundle.path == other.path and not c.busy(), timeout=WAIT_MS)
+    assert c.trace.input_ids.tolist() == other.tokenizer.encode(text)
+    assert np.allclose(c.trace.logits, NumpyRunner(other).run(other.tokenizer.encode(text)).logits, atol=1e-5)
