@@ -54,6 +54,9 @@ def make_window(qtbot, bundle, settings):
         return window
 
     yield make
+    for blocker in BLOCKERS:   # a test that failed mid-way must not leave a run blocked for ever
+        blocker.release.set()
+    BLOCKERS.clear()
     for window in windows:
         window.close()
 
@@ -89,6 +92,9 @@ def tokenizer_calls(monkeypatch, bundle):
     return calls
 
 
+BLOCKERS: list["BlockingRunner"] = []   # released when the windows close, whatever the test did
+
+
 class BlockingRunner:
     """Wraps a runner; a run of `blocked_ids` waits for `release` (as a long forward pass would)."""
 
@@ -97,6 +103,7 @@ class BlockingRunner:
         self.blocked_ids = list(blocked_ids)
         self.started, self.release = threading.Event(), threading.Event()
         self.runs: list[list[int]] = []
+        BLOCKERS.append(self)
 
     def run(self, ids, **kwargs):
         ids = [int(i) for i in ids]
