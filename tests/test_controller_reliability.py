@@ -45,8 +45,7 @@ def make_window(qtbot, bundle, settings):
 
     def make(backend: str = "numpy") -> MainWindow:
         register_fonts()
-        window = MainWindow(Controller(bundle, backend), settings)
-        qtbot.addWidget(window)
+        window = MainWindow(Controller(bundle, backend), settings)   # closed below, after blocked runs are let go
         window.resize(1200, 800)
         window.show()
         qtbot.waitExposed(window)
