@@ -12,6 +12,7 @@ options that tell the family members apart are fields here:
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,27 @@ ROPE_TYPES = ("default", "linear", "llama3")
 _CORE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "rms_norm_eps", "max_position_embeddings")
 _MOE_KEYS = ("num_local_experts", "num_experts_per_tok")
+
+# Inclusive bounds per key, checked before any value is converted or any shape computed (a 10^9-layer
+# config is refused here). Every limit is above the models this app can run usefully on a laptop
+# (Llama 3 8B: 32 layers, d 4096, 14336 MLP, 128k vocab and context) and far below what would
+# exhaust memory before the size checks in core.bundle run.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "vocab_size": (2, 262_144),
+    "hidden_size": (2, 16_384),
+    "intermediate_size": (1, 65_536),
+    "num_hidden_layers": (1, 128),
+    "num_attention_heads": (1, 256),
+    "num_key_value_heads": (1, 256),
+    "num_local_experts": (0, 256),           # 0: a dense MLP
+    "num_experts_per_tok": (0, 64),
+    "rope_theta": (2.0, 1e12),               # theta <= 1 would make the slow pairs spin fastest
+    "rms_norm_eps": (1e-12, 1.0),
+    "max_position_embeddings": (1, 1 << 20),
+    "head_dim": (2, 1_024),
+    "sliding_window": (1, 1 << 20),
+}
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few kilobytes; refuse a huge one before parsing it
 
 
 @dataclass(frozen=True)
@@ -76,10 +98,14 @@ class ModelConfig:
         """Raise ValueError naming the first key that makes no sense."""
         if self.architecture not in FAMILY:
             raise ValueError(f"config.json: architecture {self.architecture} is not one of {', '.join(FAMILY)}")
-        positive = list(_CORE_KEYS) + ["num_key_value_heads", "rope_theta"] + (list(_MOE_KEYS) if self.is_moe else [])
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"config.json: {name} must be positive, got {getattr(self, name)}")
+        for name, (lo, hi) in BOUNDS.items():
+            value = getattr(self, name, None)
+            if value is None or (name in ("head_dim", "sliding_window") and not value):
+                continue  # head_dim is derived; sliding_window 0 means none
+            if not (math.isfinite(value) and lo <= value <= hi):  # NaN fails every comparison: test it first
+                raise ValueError(f"config.json: {name} must lie in [{lo:g}, {hi:g}], got {value:g}")
+        if self.is_moe and not (self.num_local_experts and self.num_experts_per_tok):
+            raise ValueError(f"config.json: {self.architecture} needs num_local_experts and num_experts_per_tok >= 1")
         if not self.is_moe and (self.num_local_experts or self.num_experts_per_tok):
             raise ValueError(f"config.json: {self.architecture} has a dense MLP, not experts")
         if not self.explicit_head_dim and self.hidden_size % self.num_attention_heads:
@@ -156,13 +182,23 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: Path) -> "ModelConfig":
+        name = Path(path).name
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            if Path(path).stat().st_size > MAX_CONFIG_BYTES:
+                raise ValueError(f"{name}: larger than {MAX_CONFIG_BYTES >> 10} KiB, not a model config")
+            data = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_refuse_constant)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{Path(path).name}: not readable JSON ({exc})") from None
+            raise ValueError(f"{name}: not readable JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"{name}: not readable JSON (nested too deeply)") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{Path(path).name}: expected a JSON object")
+            raise ValueError(f"{name}: expected a JSON object")
         return cls.from_dict(data)
+
+
+def _refuse_constant(word: str) -> float:
+    # Python's json reads NaN and Infinity, which JSON itself does not allow.
+    raise ValueError(f"{word} is not a JSON number")
 
 
 def _architecture(data: dict[str, Any]) -> str:
@@ -192,7 +228,7 @@ def _refuse_unsupported(data: dict[str, Any], architecture: str) -> None:
                          "(supported: float32, float16 or bfloat16 weights)")
 
 
-def _rope(data: dict[str, Any], default_theta: float) -> tuple[float, tuple[tuple[str, Any], ...]]:
+def _rope(data: dict[str, Any], default_theta: float) -> tuple[int | float, tuple[tuple[str, Any], ...]]:
     # transformers 5 writes rope_parameters {rope_theta, rope_type, ...}; older files rope_theta + rope_scaling.
     params = data.get("rope_parameters") or {}
     scaling = dict(params) if params else dict(data.get("rope_scaling") or {})
@@ -203,7 +239,7 @@ def _rope(data: dict[str, Any], default_theta: float) -> tuple[float, tuple[tupl
         scaling = {}
     if not isinstance(theta, (int, float)) or isinstance(theta, bool):
         raise ValueError(f"config.json: rope_theta must be a number, got {theta!r}")
-    return float(theta), tuple(sorted(scaling.items()))
+    return theta, tuple(sorted(scaling.items()))  # theta is bounded and converted by _typed
 
 
 def _sliding_window(data: dict[str, Any], architecture: str) -> int:
@@ -217,6 +253,7 @@ _KINDS = {f.name: type(f.default) for f in fields(ModelConfig)} | {"attention_bi
 
 
 def _typed(name: str, raw: Any) -> Any:
+    """One config value as its field's type: finite, within BOUNDS, and whole where the key counts something."""
     kind = _KINDS.get(name, int)
     if kind is bool:
         if not isinstance(raw, bool):
@@ -224,6 +261,15 @@ def _typed(name: str, raw: Any) -> Any:
         return raw
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
         raise ValueError(f"config.json: {name} must be a number, got {raw!r}")
+    lo, hi = BOUNDS.get(name, (-math.inf, math.inf))
+    # Compare before converting: a 400-digit integer overflows float(), NaN has no int().
+    if not (isinstance(raw, int) or math.isfinite(raw)) or not lo <= raw <= hi:
+        raise ValueError(f"config.json: {name} must lie in [{lo:g}, {hi:g}], got {_short(raw)}")
     if kind is int and raw != int(raw):
         raise ValueError(f"config.json: {name} must be a whole number, got {raw!r}")
     return kind(raw)
+
+
+def _short(raw: float | int) -> str:
+    text = repr(raw)
+    return text if len(text) <= 24 else f"a {len(text)}-digit number"

@@ -8,6 +8,13 @@ also graph inputs), so a caller may leave them out (a dense model's expert_overr
                                       (P = max_position_embeddings; the graph reads the first T rows)
   logits_from      int64   []         logits are computed for positions logits_from..T-1 only (default 0):
                                       T x V floats are the largest output of a big-vocabulary model
+and the other interventions of core.interventions, each defaulting to "none" (a patch's
+defaults have a position axis of 1, which broadcasts over the T positions):
+  ablate_mean      float32 []         1: an ablated head outputs its mean over positions instead of 0
+  experts_off      bool    [L, E]     the router picks its top k among the experts left on
+  resid_patch      float32 [S, T, D]  with resid_patch_mask  bool [S, T]      (S = 1 + 2L stages)
+  head_patch       float32 [L, H, T, Dh] with head_patch_mask bool [L, H, T]
+  expert_patch     float32 [L, E, T, D]  with expert_patch_mask bool [L, E, T]
 """
 from __future__ import annotations
 
@@ -137,6 +144,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
     g.const(np.ones((L, H), np.float32), "head_mask")
     g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
     g.const(np.array(0, np.int64), "logits_from")
+    intervention_inputs = _intervention_defaults(g, cfg)
     outputs: list[tuple[str, str, type, list]] = []  # (graph value, output name, dtype, dims)
 
     def emit(value: str, out_name: str, dtype: type, dims: list) -> None:
@@ -161,6 +169,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
     minus_inf = g.f32(-np.inf)
 
     h = g.op("Gather", "model.embed_tokens.weight", ids, axis=0)       # [T, D]
+    h = _patch_rows(g, h, "resid_patch", 0)
     emit(h, "embed", np.float32, ["T", cfg.hidden_size])
     for l in range(L):
         p = f"model.layers.{l}"
@@ -182,23 +191,25 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
         scores = parts["scores"] = g.op("Where", future, minus_inf, raw)
         attn = parts["attn"] = g.op("Softmax", scores, axis=-1)
         mask_l = g.op("Reshape", g.op("Gather", "head_mask", g.i64(l), axis=0), g.i64(H, 1, 1))
-        head_out = parts["head_out"] = g.op("Mul", g.op("MatMul", attn, v), mask_l)
+        head_out = _ablate_heads(g, g.op("MatMul", attn, v), mask_l)
+        head_out = parts["head_out"] = _patch_rows(g, head_out, "head_patch", l)
         concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
         attn_out = parts["attn_out"] = g.project(concat, f"{p}.self_attn.o_proj", cfg.o_bias)
-        resid_mid = parts["resid_mid"] = g.op("Add", h, attn_out)
+        resid_mid = parts["resid_mid"] = _patch_rows(g, g.op("Add", h, attn_out), "resid_patch", 1 + 2 * l)
         # pre-norm mixture of experts (or dense MLP)
         x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
         if not cfg.is_moe:
             parts.update(_dense_mlp(g, x, f"{p}.mlp"))
-            h = parts["resid_post"] = g.op("Add", resid_mid, parts["moe_out"])
+            h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, parts["moe_out"]), "resid_patch", 2 + 2 * l)
             dims = _layer_dims(cfg)
             for name, _, dtype in LAYER_FIELDS:
                 emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
             continue
         logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
         probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
-        _, top_ids = g.op("TopK", logits, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
         layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
+        ranked = g.op("Where", g.op("Gather", "experts_off", layer_index, axis=0), minus_inf, logits)
+        _, top_ids = g.op("TopK", ranked, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
         forced = g.op("Slice", g.op("Gather", "expert_override", layer_index, axis=0), g.i64(0), n_tokens, g.i64(0))
         ids_l = parts["expert_ids"] = g.op("Where", g.op("GreaterOrEqual", forced, g.i64(0)), forced, top_ids)
         chosen = g.op("GatherElements", probs, ids_l, axis=1)
@@ -212,9 +223,10 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
             q_e = f"{p}.block_sparse_moe.experts.{e}"
             hidden = g.op("Mul", g.silu(g.linear(x, f"{q_e}.w1.weight")), g.linear(x, f"{q_e}.w3.weight"))
             column = g.op("Slice", combine, g.i64(e), g.i64(e + 1), g.i64(1))
-            expert_terms.append(g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column))
+            term = g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column)
+            expert_terms.append(_patch_rows(g, term, "expert_patch", l, e))
         moe_out = parts["moe_out"] = g.op("Sum", *expert_terms) if len(expert_terms) > 1 else expert_terms[0]
-        h = parts["resid_post"] = g.op("Add", resid_mid, moe_out)
+        h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, moe_out), "resid_patch", 2 + 2 * l)
         dims = _layer_dims(cfg)
         for name, _, dtype in LAYER_FIELDS:
             emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
@@ -229,6 +241,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
         helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
         helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
         helper.make_tensor_value_info("logits_from", TensorProto.INT64, []),
+        *intervention_inputs,
     ]
     graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
     graph = helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers)
@@ -244,6 +257,46 @@ def _dense_mlp(g: _Graph, x: str, p: str) -> dict[str, str]:  # [T, D] -> parts 
     empty_ids = g.op("Cast", empty, to=TensorProto.INT64)
     return dict(router_logits=empty, router_probs=g.op("Identity", empty), expert_ids=empty_ids,
                 expert_weights=g.op("Identity", empty), moe_out=g.linear(hidden, f"{p}.down_proj.weight"))
+
+
+# ---------------------------------------------------------------- interventions (core.interventions)
+
+def _intervention_defaults(g: _Graph, cfg: ModelConfig) -> list[onnx.ValueInfoProto]:
+    """Register each intervention input's "none" default; return the inputs' declarations."""
+    L, H, E, D, Dh = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts,
+                      cfg.hidden_size, cfg.head_dim)
+    S = 1 + 2 * L
+    declared = {  # name: (default, declared dims); a patch's position axis is 1 by default and T when fed
+        "ablate_mean": (np.array(0, np.float32), []),
+        "experts_off": (np.zeros((L, E), bool), [L, E]),
+        "resid_patch": (np.zeros((S, 1, D), np.float32), [S, "T_patch", D]),
+        "resid_patch_mask": (np.zeros((S, 1), bool), [S, "T_patch"]),
+        "head_patch": (np.zeros((L, H, 1, Dh), np.float32), [L, H, "T_patch", Dh]),
+        "head_patch_mask": (np.zeros((L, H, 1), bool), [L, H, "T_patch"]),
+        "expert_patch": (np.zeros((L, E, 1, D), np.float32), [L, E, "T_patch", D]),
+        "expert_patch_mask": (np.zeros((L, E, 1), bool), [L, E, "T_patch"]),
+    }
+    kinds = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(bool): TensorProto.BOOL}
+    for name, (default, _) in declared.items():
+        g.const(default, name)
+    return [helper.make_tensor_value_info(name, kinds[default.dtype], dims)
+            for name, (default, dims) in declared.items()]
+
+
+def _patch_rows(g: _Graph, x: str, patch: str, *index: int) -> str:  # [..., T, W] -> [..., T, W]
+    """x with the rows where patch_mask[index] is True replaced by patch[index] (core.model.patched)."""
+    values, mask = patch, f"{patch}_mask"
+    for i in index:  # scalar indices drop the leading axes: [S, T, D] -> [T, D]
+        values = g.op("Gather", values, g.const(np.array(i, np.int64)), axis=0)
+        mask = g.op("Gather", mask, g.const(np.array(i, np.int64)), axis=0)
+    return g.op("Where", g.op("Unsqueeze", mask, g.i64(-1)), values, x)
+
+
+def _ablate_heads(g: _Graph, head_out: str, mask: str) -> str:  # [H, T, Dh], [H, 1, 1] -> [H, T, Dh]
+    """core.model.ablate_heads: scale by the mask, plus (1 - mask) x the mean over positions when ablate_mean is 1."""
+    mean = g.op("ReduceMean", head_out, axes=[1], keepdims=1)
+    fill = g.op("Mul", g.op("Mul", g.op("Sub", g.f32(1.0), mask), mean), "ablate_mean")
+    return g.op("Add", g.op("Mul", head_out, mask), fill)
 
 
 def _layer_dims(cfg: ModelConfig) -> dict[str, list]:

@@ -1,9 +1,9 @@
-"""The third seed's hand calculation of one attention head, redone on a real Trace's numbers.
+"""A hand calculation of one attention head, redone on a real Trace's numbers.
 
 For (layer, head, query, key) `head_calculation` returns every stage in order — X, Q, K, V,
 RoPE, Q·Kᵀ, ÷√Dh, + causal mask, softmax, × V, the head's output, concatenation over heads,
 × W_O, + residual — each recomputed from the stage before and the model's own weights, the
-way the seed does it by hand. The tests pin that every stage agrees with the Trace, so what
+way a textbook does it by hand. The tests pin that every stage agrees with the Trace, so what
 the panel shows is a calculation that provably reproduces the run, not a lookup.
 
 Each Step carries its full matrix (for CSV) and which rows and columns to show (for long
@@ -243,13 +243,13 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
         by_head_dims("q_rot", "RoPE on Q", "q_rot[m] = q[m]·cos(mθ) + rotate_half(q[m])·sin(mθ)",
                      f"This model rotates q and k by their position m before the dot product "
                      f"(rotate-half pairing: dim i turns with dim i+{dh // 2}; θ_i = {cfg.rope_theta:g}^(−2i/{dh})). "
-                     "The seed's Transformer adds positions to X instead.", q_rot),
+                     "The original Transformer (Vaswani et al., 2017) adds position vectors to X instead.", q_rot),
         by_head_dims("k_rot", "RoPE on K", "k_rot[n] = k[n]·cos(nθ) + rotate_half(k[n])·sin(nθ)",
                      "Keys are rotated the same way; V is not rotated.", k_rot),
         by_keys("qk", "Q·Kᵀ", "Q_rot · K_rotᵀ   [T × Dh]·[Dh × T]",
                 "Every query's dot product with every key, future keys included (the mask comes later)", qk),
         by_keys("scaled", "÷ √Dh", f"S = Q_rot · K_rotᵀ / √{dh} = … / {np.sqrt(dh):.4g}",
-                f"Dividing by √Dh keeps the scores' spread independent of the head size (the seed divides by √d too).",
+                f"Dividing by √Dh keeps the scores' spread independent of the head size (the original Transformer divides by √d_k too).",
                 scaled),
         by_keys("masked", "+ causal mask", "S + M,   M[i, j] = −∞ where key j comes after query i",
                 "A token may only look at itself and earlier tokens: future keys get −∞, i.e. weight 0 after softmax.",

@@ -10,6 +10,6 @@ def test_dense_model_shows_that_there_is_no_router(show, make_bundle):
     bundle = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
     panel = show(MoePanel(), 900, 600)
     panel.set_trace(analyse(NumpyRunner(bundle), "The cat sat on the mat."))
-    assert panel.pages.currentWidget() is panel.empty
+    assert panel.showing_empty_state()
     assert panel.empty.text() == DENSE_TEXT and "no router" in panel.empty.text()
     assert panel.figures() == []

@@ -83,21 +83,34 @@ def test_training_learns_merges(tok: BPETokenizer) -> None:
 
 # ----------------------------------------------------------------------------- round trip
 
-mixed_text = st.text(
-    alphabet=st.one_of(
-        st.characters(),  # anything but surrogates: emoji, combining marks, RTL, NUL, CJK...
-        st.sampled_from(list("订单成交取消查询过期的 ，。！\n\t😀👩‍👩‍👧é\u0301\u05e9\u05dc\u05d5\u05dd\x00")),
-    ),
-    max_size=60,
-)
+# The strategies name every character class they use, so what they generate does not depend on
+# hypothesis' defaults (which began producing surrogates in 6.1xx).
+SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
+NO_SURROGATES = st.characters(exclude_categories=("Cs",))  # emoji, combining marks, RTL, NUL, CJK...
+TRICKY = st.sampled_from(list("订单成交取消查询过期的 ，。！\n\t😀👩‍👩‍👧é\u0301\u05e9\u05dc\u05d5\u05dd\x00"))
+
+text_without_surrogates = st.text(alphabet=st.one_of(NO_SURROGATES, TRICKY), max_size=60)
+text_with_surrogates = st.text(alphabet=st.one_of(NO_SURROGATES, TRICKY, SURROGATES), min_size=1, max_size=60)
 
 
 @HYPO
-@given(text=mixed_text)
+@given(text=text_without_surrogates)
 def test_round_trip(tok: BPETokenizer, text: str) -> None:
     ids = tok.encode(text)
     assert tok.decode(ids) == text
     assert all(0 <= i < tok.vocab_size for i in ids)
+
+
+def replace_surrogates(text: str) -> str:  # the documented rule, written independently of core
+    return "".join("\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else c for c in text)
+
+
+@HYPO
+@given(text=text_with_surrogates)
+def test_lone_surrogates_round_trip_as_replacement_char(tok: BPETokenizer, text: str) -> None:
+    assert clean_text(text) == replace_surrogates(text)
+    assert tok.decode(tok.encode(text)) == replace_surrogates(text)
+    assert tok.encode(text) == tok.encode(replace_surrogates(text))
 
 
 @HYPO
@@ -164,7 +177,7 @@ def test_decoding_fragments_agrees_with_hf(hf_pair) -> None:
 # HF's regex engine (Oniguruma) and the `regex` package may be on different Unicode
 # versions; characters unassigned in Python's tables (category Cn) are left out here.
 assigned_text = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs", "Cn")).filter(lambda c: unicodedata.category(c) != "Cn"),
+    alphabet=st.characters(exclude_categories=("Cs", "Cn")).filter(lambda c: unicodedata.category(c) != "Cn"),
     max_size=40,
 )
 
@@ -349,7 +362,7 @@ def test_traced_matches_encode_examples(tok: BPETokenizer) -> None:
 
 
 @HYPO
-@given(text=mixed_text)
+@given(text=text_without_surrogates)
 def test_traced_matches_encode_random(tok: BPETokenizer, text: str) -> None:
     check_traced(tok, text)
 

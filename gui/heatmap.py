@@ -1,0 +1,165 @@
+"""A labelled matrix plot with cell picking (and numbers in its cells): the heatmap panels use.
+
+Hover and click come from the ImageItem itself: its hover and click events carry the position in
+image pixels (column = x, row = y, as in pyqtgraph's imageAnalysis example), so no panel converts
+scene to view to cell coordinates by hand. Rows run down (row 0 on top), as in the arrays.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QPainterPath, QPen
+
+from gui import plotting
+from gui.fonts import ui_font
+from gui.text_fit import LABEL_COLUMNS
+from gui.token_axis import TokenAxis
+
+
+class PickableImage(pg.ImageItem):
+    """An ImageItem that says which cell the mouse is over and which cell was clicked."""
+
+    sigCellHovered = Signal(object)     # (row, col), or None when the mouse leaves the image
+    sigCellClicked = Signal(int, int)   # (row, col), left button
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setAcceptHoverEvents(True)
+
+    def cell_at(self, pos: QPointF) -> tuple[int, int] | None:  # pos in item (pixel) coordinates
+        image = self.image
+        if image is None:
+            return None
+        row, col = math.floor(pos.y()), math.floor(pos.x())
+        return (row, col) if 0 <= row < image.shape[0] and 0 <= col < image.shape[1] else None
+
+    def hoverEvent(self, event) -> None:  # noqa: N802 (pyqtgraph's name)
+        self.sigCellHovered.emit(None if event.isExit() else self.cell_at(event.pos()))
+
+    def mouseClickEvent(self, event) -> None:  # noqa: N802
+        cell = self.cell_at(event.pos())
+        if cell is not None and event.button() == Qt.MouseButton.LeftButton:
+            event.accept()
+            self.sigCellClicked.emit(*cell)
+
+
+def cosmetic_pen(colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> QPen:
+    pen = QPen(colour, width, style)
+    pen.setCosmetic(True)  # width in screen pixels, whatever the zoom
+    return pen
+
+
+def outline(colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> pg.QtWidgets.QGraphicsPathItem:
+    """An outline drawn over cells (see cells_path), above the image."""
+    item = pg.QtWidgets.QGraphicsPathItem()
+    item.setPen(cosmetic_pen(colour, width, style))
+    item.setZValue(10)
+    return item
+
+
+def cells_path(cells, width: float = 1.0) -> QPainterPath:  # (row, col) pairs -> unit squares
+    path = QPainterPath()
+    for row, col in cells:
+        path.addRect(QRectF(col, row, width, 1))
+    return path
+
+
+MIN_LABEL_CELL_PX = (26.0, 12.0)   # numbers are written into cells only when they fit
+
+
+class CellText(pg.GraphicsObject):
+    """Numbers written into matrix cells (values in [0, 1]): one item for all of them, drawn at screen size.
+
+    One TextItem per cell would cost a QGraphicsItem each; this keeps the matrix and formats only
+    the cells being painted, and none when the cells are too small on screen to hold a number.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFlag(pg.QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)  # fills exposedRect
+        self.values = np.zeros((0, 0))                # [R, C]
+        self.shown = np.zeros((0, 0), dtype=bool)     # [R, C] which cells get a number
+
+    def set_matrix(self, values: np.ndarray, shown: np.ndarray) -> None:
+        self.prepareGeometryChange()
+        self.values, self.shown = values, shown
+        self.update()
+
+    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
+        """(row, col) -> the string drawn there."""
+        rows = range(self.values.shape[0]) if rows is None else rows
+        return {(r, c): f"{self.values[r, c]:.2f}" for r in rows for c in np.nonzero(self.shown[r])[0].tolist()}
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0, 0, self.values.shape[1], self.values.shape[0])
+
+    def paint(self, painter, option, *args) -> None:
+        transform = painter.transform()  # data -> device
+        width, height = abs(transform.m11()), abs(transform.m22())
+        if width < MIN_LABEL_CELL_PX[0] or height < MIN_LABEL_CELL_PX[1]:
+            return
+        exposed = option.exposedRect  # only the rows on screen (long sentences scroll)
+        rows = range(max(0, int(exposed.top())), min(self.values.shape[0], int(np.ceil(exposed.bottom())) + 1))
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(ui_font(7.5))
+        for (r, c), text in self.texts(rows).items():
+            centre = transform.map(QPointF(c + 0.5, r + 0.5))
+            painter.setPen(text_colour(self.values[r, c]))
+            painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
+                             Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
+
+
+DARK_TEXT, LIGHT_TEXT = QColor(0, 0, 0), QColor(255, 255, 255)
+
+
+def text_colour(value: float) -> QColor:
+    """Dark text on the bright end of viridis, light text on the dark end."""
+    return DARK_TEXT if value > 0.55 else LIGHT_TEXT
+
+
+class Heatmap(pg.PlotItem):
+    """A PlotItem showing one matrix: rows down, token (or other) names on its axes, cells pickable.
+
+    rows_named / cols_named: a TokenAxis on the left / bottom, filled by set_row_labels /
+    set_col_labels; otherwise a plain axis (set its ticks yourself).
+    """
+
+    def __init__(self, x_title: str, y_title: str, rows_named: bool = True, cols_named: bool = True) -> None:
+        axes = {}
+        if rows_named:
+            axes["left"] = TokenAxis("left")
+        if cols_named:
+            axes["bottom"] = TokenAxis("bottom")
+        super().__init__(axisItems=axes)
+        plotting.matrix_plot(self, x_title, y_title)
+        self.hideButtons()
+        self.image = PickableImage()
+        self.addItem(self.image)
+        self.sigCellHovered, self.sigCellClicked = self.image.sigCellHovered, self.image.sigCellClicked
+
+    def set_rgba(self, rgba: np.ndarray) -> None:  # [R, C, 4] uint8
+        """Show a coloured matrix with each cell one unit square, the whole of it in view."""
+        rows, cols = rgba.shape[:2]
+        self.image.setImage(rgba, levels=(0, 255), rect=QRectF(0, 0, cols, rows))
+        self.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
+        self.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+
+    def set_row_labels(self, labels, columns: int = LABEL_COLUMNS) -> None:
+        self.getAxis("left").set_labels(labels, columns)
+
+    def set_col_labels(self, labels, columns: int = LABEL_COLUMNS) -> None:
+        self.getAxis("bottom").set_labels(labels, columns)
+
+    def add_outline(self, colour: QColor, width: float, style=Qt.PenStyle.SolidLine):
+        item = outline(colour, width, style)
+        self.addItem(item)
+        return item
+
+    def cell_centre(self, row: int, col: int) -> QPointF:
+        """The centre of a cell in scene coordinates (for tests that click or hover it)."""
+        return self.vb.mapViewToScene(QPointF(col + 0.5, row + 0.5))
