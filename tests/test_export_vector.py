@@ -17,7 +17,7 @@ from core.session import analyse
 from gui import export
 from gui.headless import ExportRequest, FigureHost
 
-cairosvg = pytest.importorskip("cairosvg")   # the test extra; a missing one is a broken install, not a pass
+import cairosvg  # noqa: E402  the test extra: a renderer that is not Qt
 
 TEXT = "订单成交，订单取消。The cat sat on the mat because the cat was tired."
 FIGURES = ("attention_head", "attention_grid", "moe_router_probs", "moe_expert_load", "next_token_bars",
@@ -69,7 +69,7 @@ def svg_raster(svg: bytes, like: QImage) -> np.ndarray:
 
 def pdf_raster(pdf: bytes, like: QImage, tmp_path) -> np.ndarray:
     if shutil.which("pdftoppm") is None:
-        pytest.skip("pdftoppm (Debian poppler-utils) is not installed")
+        pytest.fail("pdftoppm is needed to check PDF exports: apt-get install poppler-utils")
     source = tmp_path / "figure.pdf"
     source.write_bytes(pdf)
     done = subprocess.run(["pdftoppm", "-png", "-singlefile", "-scale-to-x", str(like.width()),
