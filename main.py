@@ -39,6 +39,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
               f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
+    if trace.nonfinite_fields():
+        print(f"note: NaN or infinite values in {', '.join(trace.nonfinite_fields())} (written as nan)", file=sys.stderr)
     for path in write_trace_files(trace, args.out):
         print(path)
     return 0

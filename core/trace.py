@@ -229,6 +229,20 @@ class Trace:
         _check(name, a, shape, dtype)
 
     # ---------------------------------------------------------- raw numbers
+    def nonfinite_fields(self) -> list[str]:
+        """Output names of the float fields holding NaN or an infinity, in output order.
+
+        The causal mask's -inf in `scores` is by design and does not count; +inf or NaN there does.
+        """
+        found = []
+        for name, a in self.to_arrays().items():
+            if a.dtype.kind != "f" or name in ("head_mask",):
+                continue
+            bad = np.isnan(a) | (a == np.inf) if name.endswith(".scores") else ~np.isfinite(a)
+            if bad.any():
+                found.append(name)
+        return found
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """Every field under its ONNX output name (no batch axis), plus input_ids: what trace.npz holds."""
         arrays: dict[str, np.ndarray] = {"input_ids": self.input_ids, "embed": self.embed}

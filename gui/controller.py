@@ -439,7 +439,7 @@ class Controller(QObject):
                 self.selection = self.selection.updated(query=None, key=None)
             self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
         self.sigTraceChanged.emit(trace)
-        self.sigNotice.emit(self._cut_notice(trace))
+        self.sigNotice.emit(" · ".join(n for n in (self._cut_notice(trace), self._nonfinite_notice(trace)) if n))
         self.sigStatus.emit(self.status())
 
     def _cut_notice(self, trace: Trace | None) -> str:
@@ -447,6 +447,15 @@ class Controller(QObject):
             return ""
         return (f"text cut at {self.context} tokens: the last {trace.truncated_chars} characters "
                 f"were not analysed")
+
+    @staticmethod
+    def _nonfinite_notice(trace: Trace | None) -> str:
+        names = trace.nonfinite_fields() if trace is not None else []
+        if not names:
+            return ""
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (f"this run holds NaN or infinite values in {shown}: heatmaps draw them magenta, "
+                f"CSV files write them as nan")
 
     def status(self) -> dict:
         trace = self.trace
