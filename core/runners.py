@@ -44,9 +44,10 @@ def plan_outputs(config: ModelConfig, n_tokens: int, fields) -> tuple[list[str] 
     return wanted, n_tokens - 1 if last_only else 0
 
 
-def check_interventions(config: ModelConfig, ids, interventions: Interventions) -> tuple[np.ndarray, Interventions]:
+def check_interventions(config: ModelConfig, ids, interventions: Interventions,
+                        context: int | None = None) -> tuple[np.ndarray, Interventions]:
     """Validated ids [T] and the filled interventions for them; ValueError with a message a user can act on."""
-    ids = _check_ids(config, ids)
+    ids = _check_ids(config, ids, config.max_position_embeddings if context is None else context)
     return ids, interventions.filled(config, ids.shape[0])
 
 
@@ -59,13 +60,13 @@ def resolve_interventions(head_mask, expert_override, interventions: Interventio
     return interventions
 
 
-def _check_ids(config: ModelConfig, ids) -> np.ndarray:
+def _check_ids(config: ModelConfig, ids, context: int) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     t = ids.shape[0]
     if t == 0:
         raise ValueError("nothing to run: the text has no tokens")
-    if t > config.max_position_embeddings:
-        raise ValueError(f"{t} tokens is past the model's context of {config.max_position_embeddings}")
+    if t > context:  # Bundle.context: the model's, or less where one full trace would not fit in memory
+        raise ValueError(f"{t} tokens is past the {context} tokens this model analyses at once")
     if ids.min() < 0 or ids.max() >= config.vocab_size:
         raise ValueError(f"token ids must lie in [0, {config.vocab_size})")
     return ids
@@ -81,7 +82,7 @@ class NumpyRunner:
         """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
-        ids, iv = check_interventions(cfg, ids, iv)
+        ids, iv = check_interventions(cfg, ids, iv, self.bundle.context)
         wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         start = time.perf_counter()
         with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
@@ -100,7 +101,7 @@ class NumpyRunner:
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without assembling a Trace."""
-        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions())
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
         return reference.forward(ids, self.bundle.weights, self.bundle.config, interventions=iv)["logits"]
 
 
@@ -136,7 +137,7 @@ class OnnxRunner:
         """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
-        ids, iv = check_interventions(cfg, ids, iv)
+        ids, iv = check_interventions(cfg, ids, iv, self.bundle.context)
         wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         feeds = self._feeds(ids, iv)
         if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
@@ -157,7 +158,7 @@ class OnnxRunner:
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
-        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions())
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
         return self._session.run(["logits"], self._feeds(ids, iv))[0][0]
 
     def _feeds(self, ids: np.ndarray, iv: Interventions) -> dict[str, np.ndarray]:

@@ -36,7 +36,8 @@ def _char_at_byte(text: str, byte_offset: int) -> int:
 
 def _cut_before_token(tokenizer: BPETokenizer, text: str, ids: Sequence[int], index: int) -> int:
     """Character index where token `index` of text's ids starts (rounded down to a whole character)."""
-    start = sum(len(tokenizer.piece_bytes(tokenizer.id_to_piece(int(i)))) for i in ids[:index])
+    skip = len(tokenizer.pipeline.prefix_ids)  # a template's BOS stands for no byte of the text
+    start = sum(len(tokenizer.piece_bytes(tokenizer.id_to_piece(int(i)))) for i in ids[skip:index])
     return _char_at_byte(text, start)
 
 
@@ -45,7 +46,9 @@ def kept_length(tokenizer: BPETokenizer, text: str, max_tokens: int) -> int:
     cut = len(text)
     ids = tokenizer.encode(text)
     while len(ids) > max_tokens and cut > 0:  # re-encoding a prefix can merge differently at its end
-        cut = _cut_before_token(tokenizer, text, ids, max_tokens)
+        # Always shorter than the last try: a piece's bytes can include text the pipeline added
+        # (SentencePiece's leading "▁"), which would otherwise put the same cut back forever.
+        cut = min(_cut_before_token(tokenizer, text, ids, max_tokens), cut - 1)
         ids = tokenizer.encode(text[:cut])
     return cut
 

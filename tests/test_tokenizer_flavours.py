@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from core import tokenizer as tokenizer_module
 from core.tokenizer import BPETokenizer, Tokenization, load_tokenizer
-from tests.tokenizer_flavours import FLAVOURS, mixed_texts
+from tests.tokenizer_flavours import FLAVOURS, llama2, llama3, mixed_texts, qwen2
 
 HYPO = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 ANY_TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=60)
@@ -315,3 +315,16 @@ def test_token_display_fast_path_shows_what_render_shows(text: str, cut: int, le
     raw = data[start:start + length]
     assert tokenizer_module._render_in_context(raw, text, owners, start) == \
         tokenizer_module._render(raw, text, owners, start)
+
+
+@pytest.mark.parametrize("make", [llama3, llama2, qwen2], ids=["llama3", "llama2", "qwen2"])
+def test_text_past_the_context_is_cut_to_fit_with_every_flavour(make):
+    from core.session import prepare_text
+
+    tokenizer = BPETokenizer.from_json(json.loads(make().to_str()))
+    text = "The customer cancelled the order today. 客户取消了订单。" * 3
+    for limit in (5, 10, 20):
+        prepared = prepare_text(tokenizer, text, limit)
+        kept = len(text) - prepared.truncated_chars
+        assert 0 < len(prepared.tokenization.ids) <= limit
+        assert len(tokenizer.encode(text[: kept + 1])) > limit  # the longest prefix that fits
