@@ -19,7 +19,7 @@ from core.bundle import DATA_FILE, Bundle
 from core.onnx_export import prune_outputs
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
-from core.parity import first_disagreement
+from core.parity import field_difference, first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
@@ -196,20 +196,11 @@ class OnnxRunner:
 
 
 def max_difference(a: Trace, b: Trace) -> float:
-    """The largest absolute difference between two traces' float fields (equal infinities count as 0)."""
-    worst = 0.0
+    """The largest absolute difference between two traces' float fields, by core.parity's rule: cells
+    non-finite in both alike (the causal mask, a NaN run) count as 0; inf where they are placed differently."""
     arrays_b = b.to_arrays()
-    for name, x in a.to_arrays().items():
-        y = arrays_b[name]
-        if x.dtype.kind != "f":
-            continue
-        same_inf = np.isinf(x) & (x == y)
-        with np.errstate(invalid="ignore"):  # inf - inf where both are masked; replaced by 0 below
-            diff = np.abs(np.where(same_inf, 0.0, x.astype(np.float64) - y.astype(np.float64)))
-        worst = max(worst, float(np.nanmax(diff)) if diff.size else 0.0)
-        if np.isnan(diff).any():
-            return float("inf")
-    return worst
+    return max((field_difference(x, arrays_b[name]) for name, x in a.to_arrays().items()
+                if x.dtype.kind == "f" and name in arrays_b), default=0.0)
 
 
 def dry_run(bundle: Bundle) -> None:
