@@ -7,6 +7,7 @@
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
+    python main.py import HF_FOLDER --out DIR                a Hugging Face model folder as a bundle
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
     python main.py patch --clean A --corrupt B --out DIR     activation patching sweeps: patch.npz + patch.csv
     python main.py occlude --text "..." --out DIR            occlusion and attention rollout: occlusion.npz
@@ -37,7 +38,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     trace = analyse(runner, args.text, interventions=interventions_from_args(args, runner.bundle.config))
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
-              f"of {trace.config.max_position_embeddings} tokens and were not analysed", file=sys.stderr)
+              f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
+    if trace.nonfinite_fields():
+        print(f"note: NaN or infinite values in {', '.join(trace.nonfinite_fields())} (written as nan)", file=sys.stderr)
     for path in write_trace_files(trace, args.out):
         print(path)
     return 0
@@ -120,11 +123,27 @@ def add_training_commands(sub) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from gui.headless import export_sentence
+    from gui.headless import ExportRequest, export_sentence, export_texts, terminal_progress
 
-    for path in export_sentence(args.text, args.out, model=args.model, formats=args.format,
-                                width=args.width, backend=args.backend):
+    request = ExportRequest.parse(args.formats, args.figures, width=args.width, dpi=args.dpi, layer=args.layer,
+                                  head=args.head, query=args.query, key=args.key,
+                                  expert_layer=args.expert_layer, theme=args.theme)
+    if (args.text is None) == (args.texts is None):
+        raise ValueError("give --text SENTENCE or --texts FILE (one sentence per line)")
+    if args.texts is not None:
+        result = export_texts(args.texts, args.out, request, model=args.model, backend=args.backend,
+                              progress=terminal_progress())
+        print(result.summary())
+        return 0
+    for path in export_sentence(args.text, args.out, model=args.model, backend=args.backend, request=request):
         print(path)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.hf_import import import_model
+
+    print(import_model(args.folder, args.out, progress=lambda line: print(line, file=sys.stderr)))
     return 0
 
 
@@ -162,12 +181,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_intervention_flags(trace)
     trace.set_defaults(func=cmd_trace)
 
-    exp = sub.add_parser("export", help="write every panel's figures for a text, without a display")
-    exp.add_argument("--text", required=True)
+    exp = sub.add_parser("export", help="write the panels' figures for a text (or each line of a file), no display")
+    exp.add_argument("--text", help="the sentence to analyse")
+    exp.add_argument("--texts", help="a UTF-8 file, one sentence per line: one sub-folder each, plus index.csv")
     exp.add_argument("--out", required=True, help="output folder")
     exp.add_argument("--model", help="bundle folder")
-    exp.add_argument("--format", default="png,svg,csv,npz", help="comma-separated: png,svg,csv,npz")
+    exp.add_argument("--formats", "--format", dest="formats", default="png,svg,csv,npz",
+                     help="comma-separated: png,svg,pdf,csv,npz")
+    exp.add_argument("--figures", help="comma-separated figure names (default: every figure)")
     exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width)")
+    exp.add_argument("--dpi", type=float, help="PNG resolution instead of --width (96 = on-screen size)")
+    for name in ("layer", "head", "query", "key", "expert-layer"):
+        exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int,
+                         help="token position" if name in ("query", "key") else None)
+    exp.add_argument("--theme", choices=["light", "dark"], default="light")
     exp.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
     exp.set_defaults(func=cmd_export)
 
@@ -176,6 +203,13 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
     add_training_commands(sub)
+    imp = sub.add_parser("import", help="turn a Hugging Face model folder (config.json, safetensors) into a bundle")
+    imp.add_argument("folder")
+    imp.add_argument("--out", required=True, help="bundle folder to write")
+    imp.set_defaults(func=cmd_import)
+    for command in (parser, trace, exp):
+        command.add_argument("--import-to-cache", action="store_true",
+                             help="--model may be a Hugging Face folder: import it once into ~/.cache/glassbox")
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
     add_experiment_commands(sub)
@@ -210,6 +244,10 @@ def error_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "model", None):
+            from core.hf_import import resolve_model
+
+            args.model = resolve_model(args.model, args.import_to_cache)
         return args.func(args)
     except KeyboardInterrupt:
         return 130

@@ -16,6 +16,7 @@ Offscreen (QT_QPA_PLATFORM=offscreen) unless a display is set; window 1600 x 100
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -265,6 +266,8 @@ def report(args: argparse.Namespace) -> int:
 
     if args.repeats < 1:
         raise ValueError("--repeats must be at least 1")
+    if importlib.util.find_spec("matplotlib") is None:  # the baseline grid_speedup is measured against
+        raise ValueError("the bench draws a matplotlib baseline: pip install -e '.[bench]'")
     result = run(args.repeats)
     result = rounded(result)
     print(json.dumps(result, indent=1) if args.json else format_report(result))

@@ -36,10 +36,13 @@ class Attribution:
         return [(self.names[i], float(self.values[i])) for i in order]
 
 
-def part_names(num_layers: int, num_heads: int, num_experts: int) -> tuple[str, ...]:
+def part_names(num_layers: int, num_heads: int, num_experts: int, o_bias: bool = False) -> tuple[str, ...]:
+    """embed, then per layer each head (and o_proj's bias where the model has one), then each expert,
+    or the layer's one dense MLP (num_experts 0)."""
     names = ["embed"]
     for l in range(num_layers):
-        names += [f"L{l}.H{h}" for h in range(num_heads)] + [f"L{l}.E{e}" for e in range(num_experts)]
+        names += [f"L{l}.H{h}" for h in range(num_heads)] + ([f"L{l}.attn_bias"] if o_bias else [])
+        names += [f"L{l}.E{e}" for e in range(num_experts)] if num_experts else [f"L{l}.MLP"]
     return tuple(names)
 
 
@@ -74,9 +77,15 @@ def expert_parts(trace: Trace, layer: int, position: int) -> np.ndarray:  # -> [
 
 
 def residual_parts(trace: Trace, position: int) -> np.ndarray:  # -> [N, D], in part_names order
+    cfg = trace.config
     parts = [trace.embed[position][None].astype(np.float64)]
     for l in range(trace.num_layers):
-        parts += [head_parts(trace, l, position), expert_parts(trace, l, position)]
+        parts.append(head_parts(trace, l, position))
+        if cfg.o_bias:  # written at every position whatever the heads do: a part of its own
+            parts.append(trace.weights[f"model.layers.{l}.self_attn.o_proj.bias"][None].astype(np.float64))
+        # a dense MLP is one part: its output at P is in the trace
+        parts.append(expert_parts(trace, l, position) if cfg.is_moe
+                     else trace.layers[l].moe_out[position][None].astype(np.float64))
     return np.concatenate(parts)
 
 
@@ -101,5 +110,5 @@ def direct_logit_attribution(trace: Trace, position: int, target: int,
     logits = trace.logits[position].astype(np.float64)
     logit = logits[target] - (logits[versus] if versus is not None else 0.0)
     cfg = trace.config
-    names = part_names(trace.num_layers, cfg.num_attention_heads, cfg.num_local_experts)
+    names = part_names(trace.num_layers, cfg.num_attention_heads, cfg.num_local_experts, cfg.o_bias)
     return Attribution(names, values, float(logit), position, int(target), versus)

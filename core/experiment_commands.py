@@ -66,7 +66,7 @@ def parse_token(tokenizer, text: str, flag: str) -> int:
         if token >= tokenizer.vocab_size:
             raise ValueError(f"{flag} {text}: ids run from 0 to {tokenizer.vocab_size - 1}")
         return token
-    ids = tokenizer.encode(text)
+    ids = tokenizer.encode(text, add_special=False)  # the word itself, not the template's BOS before it
     if len(ids) != 1:
         pieces = " ".join(tokenizer.display_piece(tokenizer.id_to_piece(i)) for i in ids) or "nothing"
         raise ValueError(f"{flag} {text!r} is {len(ids)} tokens ({pieces}), not one; "

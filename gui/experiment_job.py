@@ -31,8 +31,10 @@ class ExperimentJob:
     on_error: Callable[[str], None]
     relay: ProgressRelay | None = None
     cancel_event: threading.Event = field(default_factory=threading.Event)
+    checkpoint: Callable[[], None] = lambda: None   # the worker's own: raises when the app is closing
 
     def progress(self, done: int, total: int) -> None:
+        self.checkpoint()
         if self.cancel_event.is_set():
             raise Cancelled()
         if self.relay is not None:

@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QLabel, QMainWindow,
-                               QMessageBox, QTextBrowser, QToolBar, QVBoxLayout, QWidget)
+                               QMessageBox, QTextBrowser, QToolBar, QToolButton, QVBoxLayout, QWidget)
 
 from core.bundle import Bundle
 from gui import export
@@ -81,12 +81,18 @@ class MainWindow(QMainWindow):
         self.notice.setStyleSheet("QLabel { background: #fff3c4; color: #5a4300; padding: 3px 6px;"
                                   " border: 1px solid #e8cf7a; border-radius: 3px; }")
         self.notice.hide()
+        self.text_note = QLabel()   # what the sentence bar did to the text it was given (the surrogate rule)
+        self.text_note.setObjectName("text_note")
+        self.text_note.setWordWrap(True)
+        self.text_note.setStyleSheet(self.notice.styleSheet())
+        self.text_note.hide()
         holder = QWidget()
         layout = QVBoxLayout(holder)
         layout.setContentsMargins(4, 2, 4, 2)
         layout.setSpacing(2)
         layout.addWidget(self.sentence_bar)
         layout.addWidget(self.notice)
+        layout.addWidget(self.text_note)
         bar = QToolBar("Sentence")
         bar.setObjectName("sentence_toolbar")
         bar.setMovable(False)
@@ -125,9 +131,16 @@ class MainWindow(QMainWindow):
         self.parity_label = QLabel()
         self.busy_label = QLabel("running…")
         self.busy_label.hide()
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.cancel_button.hide()
+        status.addPermanentWidget(self.cancel_button)
         self.interventions_label = QLabel()   # what is switched off or patched (core.interventions.describe)
         self.interventions_label.setObjectName("status_interventions")
-        for label in (self.interventions_label, self.busy_label, self.tokens_label, self.backend_label, self.time_label, self.parity_label):
+        for label in (self.interventions_label, self.busy_label, self.tokens_label, self.backend_label,
+                      self.time_label, self.parity_label):
             label.setStyleSheet("QLabel { padding: 0 8px; }")
             status.addPermanentWidget(label)
         self._show_status(self.controller.status())
@@ -139,6 +152,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))
         self._action(file_menu, "Export &all…", self.choose_export_all, QKeySequence("Ctrl+Shift+E"))
+        self._action(file_menu, "&Copy figure", self.copy_current_figure, QKeySequence("Ctrl+Shift+C"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence("Ctrl+Q"))
 
@@ -158,6 +172,8 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _=False, n=name: self.set_backend(n))
             group.addAction(action)
             self.backend_actions[name] = action
+        model_menu.addSeparator()
+        self._action(model_menu, "&Cancel the running analysis", self.controller.cancel, QKeySequence("Esc"))
 
         help_menu = menus.addMenu("&Help")
         self._action(help_menu, "&About the model…", self.show_about)
@@ -177,7 +193,9 @@ class MainWindow(QMainWindow):
         c.sigSelectionChanged.connect(self._push_selection)
         c.sigNotice.connect(self._show_notice)
         c.sigError.connect(self.show_error)
-        c.sigBusy.connect(self.busy_label.setVisible)
+        c.sigBusy.connect(self._show_busy)
+        c.sigBackendChanged.connect(lambda name: self.backend_actions[name].setChecked(True))
+        self.sentence_bar.sigNote.connect(self._show_text_note)
         c.sigStatus.connect(self._show_status)
         c.sigHighlight.connect(self.sentence_bar.highlight)
         c.sigTextReplaced.connect(self.sentence_bar.set_text_silently)
@@ -308,6 +326,14 @@ class MainWindow(QMainWindow):
         if parity is not None:
             self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
 
+    def _show_busy(self, busy: bool) -> None:
+        self.busy_label.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+
+    def _show_text_note(self, text: str) -> None:
+        self.text_note.setText(text)
+        self.text_note.setVisible(bool(text))
+
     def _show_notice(self, text: str) -> None:
         self.notice.setText(text)
         self.notice.setVisible(bool(text))
@@ -410,10 +436,8 @@ class MainWindow(QMainWindow):
         """Render one figure now (GUI thread), write it off the UI thread; errors get a message box."""
         path = Path(path)
         try:
-            if fmt == "png":
-                data = export.png_bytes(figure.widget, width)
-            elif fmt == "svg":
-                data = export.figure_files(figure, ["svg"])[f"{figure.name}.svg"]
+            if fmt in ("png", "svg", "pdf"):
+                data = export.figure_files(figure, [fmt], width)[f"{figure.name}.{fmt}"]
             elif figure.table is not None:
                 data = figure.table().encode("utf-8")
             else:
@@ -437,6 +461,17 @@ class MainWindow(QMainWindow):
             QApplication.restoreOverrideCursor()
         self.controller.write_files(folder, files, on_done=lambda paths: self._exported(paths, folder),
                                     on_error=lambda message: self.show_error(f"export failed: {message}"))
+
+    def copy_current_figure(self) -> None:
+        """The current panel's first figure to the clipboard, as PNG and SVG (gui.export.figure_mime_data)."""
+        self.bring_all_up_to_date()
+        panel = self.current_panel()
+        figures = self._figures_of(panel) if panel is not None else []
+        if not figures:
+            self.show_error("there is no figure to copy")
+            return
+        export.copy_figure_to_clipboard(figures[0])
+        self.statusBar().showMessage(f"copied {figures[0].name} (PNG and SVG)", 5000)
 
     def _exported(self, paths: list, folder) -> None:
         self.statusBar().showMessage(f"exported {len(paths)} file(s) to {folder}", 8000)

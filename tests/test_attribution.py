@@ -14,6 +14,9 @@ SHAPES = [
     dict(num_attention_heads=8, num_key_value_heads=1, hidden_size=64),  # multi-query attention
     dict(num_hidden_layers=3, num_local_experts=8, num_experts_per_tok=3),
     dict(num_local_experts=2, num_experts_per_tok=1),
+    # dense SwiGLU MLPs (one part per layer), Qwen2's q/k/v biases, Llama's o_proj bias (a part of its own)
+    dict(architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0, qkv_bias=True, o_bias=True),
+    dict(architecture="Qwen2ForCausalLM", num_local_experts=0, num_experts_per_tok=0, qkv_bias=True),
 ]
 RUNNERS = [NumpyRunner, OnnxRunner]
 
@@ -34,8 +37,8 @@ def test_parts_sum_to_the_logit(make_bundle, runner_class, shape):
             a = direct_logit_attribution(trace, position, int(target))
             assert a.logit == pytest.approx(float(trace.logits[position, target]))
             assert abs(a.values.sum() - a.logit) <= 1e-4
-            assert len(a.names) == len(a.values) == 1 + cfg.num_hidden_layers * (
-                cfg.num_attention_heads + cfg.num_local_experts)
+            per_layer = cfg.num_attention_heads + int(cfg.o_bias) + (cfg.num_local_experts or 1)  # or one MLP
+            assert len(a.names) == len(a.values) == 1 + cfg.num_hidden_layers * per_layer
 
 
 def test_a_logit_difference_is_the_difference_of_attributions(bundle):
@@ -53,7 +56,7 @@ def test_parts_are_named_and_unchosen_experts_contribute_nothing(bundle):
     a = direct_logit_attribution(trace, -1, 7)
     assert a.position == 2
     assert a.names[:2] == ("embed", "L0.H0") and "L1.H2" in a.names and "L0.E3" in a.names
-    assert a.names == part_names(cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts)
+    assert a.names == part_names(cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts, cfg.o_bias)
     for l, layer in enumerate(trace.layers):
         chosen = set(layer.expert_ids[2].tolist())
         for e in range(cfg.num_local_experts):

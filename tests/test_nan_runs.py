@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -61,3 +63,27 @@ def test_headless_export_of_a_nan_run_writes_every_file_with_nan_in_the_csv(nan_
     assert {".png", ".svg", ".csv", ".npz"} <= {path.suffix for path in written}
     head = (out / "attention_head.csv").read_text(encoding="utf-8")
     assert "nan" in head.split("\n")[2]   # row 1 (after the header): query 1 on key 0
+
+
+def test_a_trace_names_its_nonfinite_fields_but_not_the_causal_mask(bundle):
+    trace = NumpyRunner(bundle).run([1, 2, 3])
+    assert trace.nonfinite_fields() == []  # scores' -inf above the diagonal is the mask, not a problem
+    broken = np.array(trace.layers[1].attn)
+    broken[0, 2, 1] = np.nan
+    layers = list(trace.layers)
+    layers[1] = replace(layers[1], attn=broken)
+    assert replace(trace, layers=tuple(layers)).nonfinite_fields() == ["layers.1.attn"]
+
+
+def test_the_window_names_the_nan_fields_of_a_run(qtbot, nan_bundle_dir):
+    from gui.controller import Controller
+
+    controller = Controller(load_bundle(nan_bundle_dir), "numpy")
+    notices: list[str] = []
+    controller.sigNotice.connect(notices.append)
+    try:
+        controller.set_text("hello world")
+        qtbot.waitUntil(lambda: controller.trace is not None, timeout=20000)
+        assert any("NaN or infinite values in" in n and "layers.0" in n for n in notices), notices
+    finally:
+        controller.shutdown()
