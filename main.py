@@ -8,6 +8,7 @@
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
+    python main.py bench [--json]                            medians: forward, panel updates, startup, export, memory
 """
 from __future__ import annotations
 
@@ -124,6 +125,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from benchmarks.bench_gui import report
+
+    return report(args)
+
+
 def cmd_gui(args: argparse.Namespace) -> int:
     from gui.platform_check import display_problem
 
@@ -165,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_commands(sub)
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
+    bench = sub.add_parser("bench", help="medians: forward pass, panel updates, startup, export, memory")
+    bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
+    bench.add_argument("--repeats", type=int, default=7, help="runs per median")
+    bench.set_defaults(func=cmd_bench)
     return parser
 
 

@@ -1,54 +1,99 @@
-"""How long from a text change to every visible panel repainted, and how long Export all takes.
+"""`python main.py bench [--json]`: how fast Glassbox is, as medians anyone can rerun.
 
-    python benchmarks/bench_gui.py [--model BUNDLE] [--backend onnx] [--repeats 7]
-
-For 16, 64 and max-context tokens: set the text, press Enter (skips the 50 ms typing debounce,
-which comes on top when typing), wait for the worker's Trace, then let Qt deliver the repaints it
-caused. Reports the median, and the forward pass alone. Offscreen unless a display is set.
+Keys (milliseconds unless named otherwise; "16", "64", "MAX" are sentence lengths in tokens,
+MAX the model's context):
+  forward_onnx_ms, forward_numpy_ms   one full-trace forward pass (core.bench)
+  update_ms        text change -> every panel visible in the default layout repainted: the sentence
+                   is set and Enter pressed (no typing debounce), and the time runs until the last
+                   paint event the new trace caused has been delivered to a visible panel
+  startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
+  export_all_ms    Export all, PNG + SVG, 64 tokens
+  rss_mb           resident memory after the update runs
+  matplotlib_grid_ms  the layer x head grid of labelled heatmaps drawn with matplotlib (Agg)
+  grid_speedup     matplotlib_grid_ms / Glassbox's grid update (new trace -> grid repainted)
+Offscreen (QT_QPA_PLATFORM=offscreen) unless a display is set; window 1600 x 1000.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+WINDOW_SIZE = (1600, 1000)
+QUIET_S = 0.04   # no paint for this long after the trace arrived: the update is over
 
 
-def text_of_tokens(tokenizer, n: int, shift: int) -> str:
-    """A mixed English/Chinese text of about n tokens; `shift` varies it so no run repeats the last."""
-    from core.sample_text import sample_sentences
-
-    ids = tokenizer.encode(" ".join(sample_sentences(400, seed=shift)))
-    text = tokenizer.decode(ids[:n])
-    while len(tokenizer.encode(text)) > n:   # decoding a prefix can re-merge: trim to fit
-        text = text[:-1]
-    return text
+def _offscreen() -> None:
+    if not os.environ.get("DISPLAY"):
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, "1")   # as main.py does for the app
 
 
-def wait_for(app, condition, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("the model did not answer in time")
+class PaintLog:
+    """Every paint event delivered to a widget inside a panel: (time, panel object name)."""
+
+    def __init__(self, app) -> None:
+        from PySide6.QtCore import QEvent, QObject
+
+        from gui.panels.base import Panel
+
+        log = self
+        self.events: list[tuple[float, str]] = []
+        paint = QEvent.Type.Paint
+
+        class Filter(QObject):
+            def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+                if event.type() == paint:
+                    widget = watched
+                    while widget is not None and not isinstance(widget, Panel):
+                        widget = widget.parentWidget() if hasattr(widget, "parentWidget") else None
+                    if widget is not None:
+                        log.events.append((time.perf_counter(), widget.object_name))
+                return False
+
+        self._filter = Filter()
+        app.installEventFilter(self._filter)
+
+    def since(self, start: float) -> dict[str, float]:
+        """panel -> time of its last paint after `start`."""
+        last: dict[str, float] = {}
+        for when, name in self.events:
+            if when >= start:
+                last[name] = when
+        return last
+
+
+def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> float:
+    """Deliver events until ready() holds, every panel named has painted after `start`, and paints
+    have stopped for QUIET_S; returns when the last of those paints was delivered."""
+    deadline = time.perf_counter() + timeout
+    last_paint_end, seen = start, 0
+    while True:
         app.processEvents()
+        now = time.perf_counter()
+        if len(log.events) != seen:
+            seen = len(log.events)
+            last_paint_end = now
+        painted = log.since(start)
+        if ready() and panels <= painted.keys() and now - last_paint_end >= QUIET_S:
+            return last_paint_end
+        if now > deadline:
+            raise TimeoutError(f"no repaint of {sorted(panels - painted.keys())} in time")
         time.sleep(0.0005)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model")
-    parser.add_argument("--backend", default="onnx", choices=["onnx", "numpy", "both"])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--export-repeats", type=int, default=3)
-    args = parser.parse_args()
-    if not os.environ.get("DISPLAY"):
-        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-
+def _window(settings_file: str, backend: str = "onnx"):
     from PySide6.QtCore import QSettings
 
     from core.bundle import load_bundle
@@ -57,50 +102,172 @@ def main() -> int:
     from gui.main_window import MainWindow
 
     app = application()
-    bundle = load_bundle(args.model)
-    settings = QSettings(str(Path(tempfile.mkdtemp()) / "bench.ini"), QSettings.Format.IniFormat)
-    controller = Controller(bundle, args.backend)
-    window = MainWindow(controller, settings)
-    window.resize(1600, 1000)
+    controller = Controller(load_bundle(None), backend)
+    window = MainWindow(controller, QSettings(settings_file, QSettings.Format.IniFormat))
+    window.resize(*WINDOW_SIZE)
     window.show()
-    for _ in range(10):
-        app.processEvents()
-    context = bundle.config.max_position_embeddings
-    visible = [p.title for p in window.panels if window.on_screen(p)]
-    print(f"bundle {bundle.path}, backend {args.backend}, context {context}, visible panels: {visible}")
+    return app, controller, window
 
-    for n in (16, 64, context):
-        totals, forwards, sizes = [], [], []
-        for run in range(args.repeats + 1):   # the first run warms caches and is not counted
-            text = text_of_tokens(bundle.tokenizer, n, shift=run)
+
+def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dict[str, float], dict]:
+    """Median time from a text change to every visible panel repainted, per length; and the last traces."""
+    from core.bench import lengths, text_of_tokens
+
+    visible = {p.object_name for p in window.panels if window.on_screen(p)}
+    result, traces = {}, {}
+    for key, n in lengths(controller.bundle).items():
+        times = []
+        for run in range(repeats + 1):   # the first run warms caches and is not counted
+            text = text_of_tokens(controller.bundle.tokenizer, n, shift=run)
             start = time.perf_counter()
             window.sentence_bar.setText(text)
             controller.flush()
-            wait_for(app, lambda: controller.trace is not None and controller.trace.text == text
-                     and not controller.busy())
-            for _ in range(3):   # deliver the repaints (and zero-delay timers) the new trace scheduled
-                app.processEvents()
-            elapsed = time.perf_counter() - start
+            end = settle(app, log, start, lambda: controller.trace is not None
+                         and controller.trace.text == text and not controller.busy(), visible)
             if run:
-                totals.append(elapsed * 1000)
-                forwards.append(controller.trace.elapsed_s * 1000)
-                sizes.append(controller.trace.n_tokens)
-        print(f"{min(sizes):>4}-{max(sizes):<4} tokens: text change -> all visible panels repainted "
-              f"median {statistics.median(totals):7.1f} ms (forward pass alone {statistics.median(forwards):6.1f} ms)")
+                times.append((end - start) * 1000)
+        result[key] = statistics.median(times)
+        traces[key] = controller.trace
+    return result, traces
 
-    exports = []
-    for _ in range(args.export_repeats):
-        folder = tempfile.mkdtemp()
-        written = []
+
+def grid_ms(app, window, traces: dict, repeats: int) -> dict[str, float]:
+    """Glassbox's grid update: the attention panel's head grid given a new trace, then painted."""
+    from core import attention_view as av
+    from core.bench import median_ms
+
+    panel = window.panel("attention")
+    result = {}
+    for key, trace in traces.items():
+        def update() -> None:
+            panel.grid.show_heads(trace, av.attention_scale(av.head_maxima(trace), "shared"))
+            panel.grid.viewport().repaint()
+        result[key] = median_ms(update, repeats)
+    panel.set_trace(window.controller.trace)   # back to what the window shows
+    return result
+
+
+def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float:
+    from core.bench import text_of_tokens
+
+    text = text_of_tokens(controller.bundle.tokenizer, 64)
+    start = time.perf_counter()
+    window.sentence_bar.setText(text)
+    controller.flush()
+    settle(app, log, start, lambda: controller.trace is not None and controller.trace.text == text
+           and not controller.busy(), set())
+    times = []
+    for _ in range(repeats):
+        written: list = []
         controller.sigFilesWritten.connect(written.append)
-        start = time.perf_counter()
-        window.export_all_to(folder)
-        wait_for(app, lambda: bool(written))
-        exports.append((time.perf_counter() - start) * 1000)
+        with tempfile.TemporaryDirectory() as folder:
+            start = time.perf_counter()
+            window.export_all_to(folder, formats=("png", "svg"))
+            while not written:
+                app.processEvents()
+                time.sleep(0.0005)
+            times.append((time.perf_counter() - start) * 1000)
         controller.sigFilesWritten.disconnect(written.append)
-    print(f"Export all ({len(written[0])} files, {controller.trace.n_tokens} tokens): "
-          f"median {statistics.median(exports):.0f} ms")
-    window.close()
+    return statistics.median(times)
+
+
+def startup_probe(settings_file: str) -> int:
+    """In a fresh process (see startup_ms): open the app as gui.app.run_app does, with its first
+    sentence; print one line once every visible panel has painted it, and exit."""
+    start = time.perf_counter()
+    _offscreen()
+    _quiet_qt_warnings()
+    from gui.app import FIRST_SENTENCE
+
+    app, controller, window = _window(settings_file)
+    log = PaintLog(app)
+    window.sentence_bar.setText(FIRST_SENTENCE)
+    visible = {p.object_name for p in window.panels if window.on_screen(p)}
+    settle(app, log, start, lambda: controller.trace is not None and not controller.busy(), visible)
+    print("painted", flush=True)
+    os._exit(0)   # the parent has its number; tearing Qt down is not part of it
+
+
+def startup_ms(repeats: int) -> float:
+    """Fresh process start -> the first analysed sentence painted (see startup_probe)."""
+    times = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as folder:
+            start = time.perf_counter()
+            child = subprocess.Popen([sys.executable, __file__, "--startup-probe", str(Path(folder) / "s.ini")],
+                                     stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            line = child.stdout.readline()
+            elapsed = (time.perf_counter() - start) * 1000
+            child.wait()
+            if line.strip() != "painted":
+                raise RuntimeError("the startup probe did not paint its first sentence")
+            times.append(elapsed)
+    return statistics.median(times)
+
+
+def _quiet_qt_warnings() -> None:
+    """The offscreen platform warns on every dock resize; those lines would bury the report."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(kind, context, message):
+        if "propagateSizeHints" not in message:
+            print(message, file=sys.stderr)
+
+    qInstallMessageHandler(handler)
+
+
+def run(repeats: int = 7) -> dict:
+    _offscreen()
+    _quiet_qt_warnings()
+    from core import bench
+    from gui.fonts import FONT_FILE
+
+    with tempfile.TemporaryDirectory() as folder:
+        app, controller, window = _window(str(Path(folder) / "bench.ini"))
+        log = PaintLog(app)
+        result: dict = dict(bench.forward_ms(controller.bundle, repeats))
+        result["update_ms"], traces = update_ms(app, controller, window, log, repeats)
+        result["rss_mb"] = bench.resident_mb()
+        glassbox_grid = grid_ms(app, window, traces, repeats)
+        size = window.panel("attention").grid.size()
+        result["matplotlib_grid_ms"] = bench.matplotlib_grid_ms(traces, (size.width(), size.height()),
+                                                                 max(1, repeats // 2), str(FONT_FILE))
+        result["glassbox_grid_ms"] = glassbox_grid
+        result["grid_speedup"] = {key: result["matplotlib_grid_ms"][key] / max(glassbox_grid[key], 1e-6)
+                                  for key in glassbox_grid}
+        result["export_all_ms"] = export_all_ms(app, controller, window, log, max(1, repeats // 2))
+        window.close()
+        app.processEvents()
+    result["startup_ms"] = startup_ms(max(1, repeats // 2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="glassbox bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="one JSON object (ms, MB) instead of a table")
+    parser.add_argument("--repeats", type=int, default=7, help="runs per median (default 7)")
+    parser.add_argument("--startup-probe", dest="startup_probe", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.startup_probe:
+        return startup_probe(args.startup_probe)
+    return report(args)
+
+
+def rounded(value):
+    """Medians to 0.1 (ms, MB): more digits would be noise."""
+    if isinstance(value, dict):
+        return {key: rounded(v) for key, v in value.items()}
+    return round(value, 1) if isinstance(value, float) else value
+
+
+def report(args: argparse.Namespace) -> int:
+    from core.bench import format_report
+
+    if args.repeats < 1:
+        raise ValueError("--repeats must be at least 1")
+    result = run(args.repeats)
+    result = rounded(result)
+    print(json.dumps(result, indent=1) if args.json else format_report(result))
     return 0
 
 

@@ -12,8 +12,12 @@ from PySide6.QtCore import Qt
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui.fonts import register_fonts
-from gui.panels import attention_panel
-from gui.panels.attention_panel import AttentionPanel, TokenAxis, rasterise_lines
+from gui import head_lines
+from gui.head_grid import GAP
+from gui.head_lines import rasterise_lines
+from gui.panels.attention_panel import AttentionPanel
+from gui.text_fit import elide
+from gui.token_axis import LEGIBLE_PITCH, TokenAxis
 from gui.plotting import MASKED_RGBA, colormap
 from gui.selection import Selection
 from conftest import hover
@@ -51,10 +55,19 @@ def settle(qtbot) -> None:
     qtbot.wait(30)  # layouts and pyqtgraph's deferred range updates
 
 
+def cell_point(panel: AttentionPanel, query: int, key: int):
+    """The centre of cell (query, key) of the large view, in matrix_view's viewport pixels."""
+    return panel.matrix_view.mapFromScene(panel.matrix.cell_centre(query, key))
+
+
+def shown_levels(panel: AttentionPanel) -> tuple[float, float]:
+    return panel.scale.levels(*panel.shown)
+
+
 def rendered_cell_colour(panel: AttentionPanel, query: int, key: int) -> tuple[int, int, int]:
     """The colour on screen at the centre of a cell of the large view (not the array behind it)."""
     image = panel.matrix_view.grab().toImage()
-    colour = image.pixelColor(panel.cell_point(query, key))
+    colour = image.pixelColor(cell_point(panel, query, key))
     return colour.red(), colour.green(), colour.blue()
 
 
@@ -81,8 +94,8 @@ def test_large_view_puts_query_rows_down_and_key_columns_across(panel, trace, qt
     panel.set_trace(crafted)
     settle(qtbot)
     last = crafted.n_tokens - 1
-    top_left, bottom_left = panel.cell_point(0, 0), panel.cell_point(last, 0)
-    bottom_right = panel.cell_point(last, last)
+    top_left, bottom_left = cell_point(panel, 0, 0), cell_point(panel, last, 0)
+    bottom_right = cell_point(panel, last, last)
     assert top_left.y() < bottom_left.y() and bottom_left.x() < bottom_right.x()  # query 0 on top, key 0 left
     hot, cold = lut_colour(1.0), lut_colour(0.0)
     assert_close(rendered_cell_colour(panel, 0, 0), hot)    # query 0 can only see key 0
@@ -105,17 +118,16 @@ def test_masked_cells_look_different_from_zero_weight(panel, trace, qtbot):
 def test_large_view_and_outline_follow_the_selection(panel, trace, qtbot):
     panel.set_trace(trace)
     panel.set_selection(Selection(layer=1, head=3))
-    assert panel.shown_head() == (1, 3)
-    np.testing.assert_array_equal(panel.shown_matrix(), trace.layers[1].attn[3])
-    step = 1 + attention_panel.GRID_GAP
-    centre = panel.grid_outline.rect().center()  # in the grid's view coordinates
+    assert panel.shown == (1, 3)
+    step = 1 + GAP
+    centre = panel.grid.outline.rect().center()  # in the grid's view coordinates
     assert (centre.x(), centre.y()) == pytest.approx((3 * step + 0.5, 1 * step + 0.5))
 
 
 def test_changing_head_or_token_does_not_rebuild_the_thumbnails(panel, trace):
     calls = []
-    draw = panel._draw_thumbnails
-    panel._draw_thumbnails = lambda *args: (calls.append(1), draw(*args))
+    draw = panel.grid.show_heads
+    panel.grid.show_heads = lambda *args: (calls.append(1), draw(*args))
     panel.set_trace(trace)
     assert len(calls) == 1
     panel.set_selection(Selection(layer=1, head=2))
@@ -132,16 +144,16 @@ def test_shared_and_per_head_scaling_set_the_levels(panel, trace, qtbot):
     panel.set_trace(trace)
 
     choose_scale(panel, "shared")
-    assert panel.shown_levels() == pytest.approx((0.0, maxima.max()))
-    np.testing.assert_allclose(panel.thumbnail_tops(), np.full_like(maxima, maxima.max()))
+    assert shown_levels(panel) == pytest.approx((0.0, maxima.max()))
+    np.testing.assert_allclose(panel.grid.scale.tops, np.full_like(maxima, maxima.max()))
 
     choose_scale(panel, "head")
-    assert panel.shown_levels() == pytest.approx((0.0, maxima[layer, head]))
-    np.testing.assert_allclose(panel.thumbnail_tops(), maxima)
+    assert shown_levels(panel) == pytest.approx((0.0, maxima[layer, head]))
+    np.testing.assert_allclose(panel.grid.scale.tops, maxima)
     assert maxima.min() < maxima.max()
 
     choose_scale(panel, "fixed")
-    assert panel.shown_levels() == (0.0, 1.0)
+    assert shown_levels(panel) == (0.0, 1.0)
 
 
 def test_per_head_scale_draws_the_heads_largest_weight_in_the_top_colour(panel, trace, qtbot):
@@ -164,23 +176,23 @@ def test_hovering_a_cell_shows_weight_and_pre_softmax_score(panel, trace, qtbot)
     panel.set_selection(Selection(layer=1, head=2))
     panel.set_trace(trace)
     settle(qtbot)
-    hover(panel.matrix_view.viewport(), panel.cell_point(4, 1))
-    qtbot.waitUntil(lambda: "→" in panel.hover_text())
+    hover(panel.matrix_view.viewport(), cell_point(panel, 4, 1))
+    qtbot.waitUntil(lambda: "→" in panel.hover_label.text())
     weight = float(trace.layers[1].attn[2, 4, 1])
     score = float(trace.layers[1].scores[2, 4, 1])
-    text = panel.hover_text()
+    text = panel.hover_label.text()
     assert f"{weight:.4f}" in text and f"{score:.3f}" in text
     assert trace.label(4) in text and trace.label(1) in text
 
-    hover(panel.matrix_view.viewport(), panel.cell_point(1, 4))
-    qtbot.waitUntil(lambda: "masked" in panel.hover_text())
+    hover(panel.matrix_view.viewport(), cell_point(panel, 1, 4))
+    qtbot.waitUntil(lambda: "masked" in panel.hover_label.text())
 
 
 def test_clicking_a_thumbnail_selects_its_layer_and_head(panel, trace, qtbot):
     panel.set_trace(trace)
     settle(qtbot)
     with qtbot.waitSignal(panel.sigSelect) as signal:
-        qtbot.mouseClick(panel.grid_view.viewport(), Qt.MouseButton.LeftButton, pos=panel.thumbnail_point(1, 2))
+        qtbot.mouseClick(panel.grid.viewport(), Qt.MouseButton.LeftButton, pos=panel.grid.head_point(1, 2))
     assert signal.args == [{"layer": 1, "head": 2}]
 
 
@@ -188,15 +200,15 @@ def test_clicking_a_cell_selects_its_query_and_key(panel, trace, qtbot):
     panel.set_trace(trace)
     settle(qtbot)
     with qtbot.waitSignal(panel.sigSelect) as signal:
-        qtbot.mouseClick(panel.matrix_view.viewport(), Qt.MouseButton.LeftButton, pos=panel.cell_point(5, 2))
+        qtbot.mouseClick(panel.matrix_view.viewport(), Qt.MouseButton.LeftButton, pos=cell_point(panel, 5, 2))
     assert signal.args == [{"query": 5, "key": 2}]
 
 
 def test_selected_query_row_and_key_cell_are_marked(panel, trace):
     panel.set_trace(trace)
     panel.set_selection(Selection(layer=0, head=0, query=6, key=2))
-    assert panel.query_mark.rect().getRect() == (0, 6, trace.n_tokens, 1)
-    assert panel.key_mark.rect().getRect() == (2, 6, 1, 1)
+    assert panel.query_mark.path().boundingRect().getRect() == (0, 6, trace.n_tokens, 1)
+    assert panel.key_mark.path().boundingRect().getRect() == (2, 6, 1, 1)
 
 
 # ----------------------------------------------------------------------------- the head view
@@ -241,7 +253,7 @@ def test_clicking_a_token_in_the_head_view_selects_it(panel, trace, qtbot):
 
 
 def test_long_sentences_leave_out_only_the_faintest_lines(panel, trace, monkeypatch):
-    monkeypatch.setattr(attention_panel, "LINE_BUDGET", 12)
+    monkeypatch.setattr(head_lines, "LINE_BUDGET", 12)
     panel.set_selection(Selection(layer=0, head=2))
     panel.set_trace(trace)
     weights = np.tril(trace.layers[0].attn[2])
@@ -260,7 +272,7 @@ def test_token_axis_thins_labels_to_the_room_it_has(qapp):
     axis = TokenAxis("left")
     axis.set_labels([f"t{i}" for i in range(120)])
     (step, values), = axis.tickValues(0, 120, 240)  # 2 pixels per token
-    assert step > 1 and len(values) * axis._metrics().height() <= 240 * 1.1
+    assert step > 1 and len(values) * axis._metrics().height() * LEGIBLE_PITCH <= 240 * 1.1
     assert values[0] == 0.5 and all(v - 0.5 == int(v) for v in values)
     (step, values), = axis.tickValues(0, 12, 600)   # zoomed in: every token labelled
     assert step == 1 and len(values) == 12
@@ -269,9 +281,9 @@ def test_token_axis_thins_labels_to_the_room_it_has(qapp):
 def test_no_trace_shows_an_empty_state(panel, trace):
     panel.set_trace(trace)
     panel.set_trace(None)
-    assert panel.stack.currentWidget() is panel.empty_label
+    assert panel.showing_empty_state()
     assert panel.figures() == []
-    assert panel.shown_head() is None
+    assert panel.shown is None
 
 
 def test_figures_and_their_numbers(panel, trace):
@@ -303,10 +315,11 @@ def test_token_labels_use_the_font_with_chinese_glyphs(qtbot, bundle):
     qtbot.addWidget(panel)
     chinese = analyse(NumpyRunner(bundle), "我们今天只为了讲明白原理。")
     panel.set_trace(chinese)
-    assert family in panel.query_axis.style["tickFont"].families()
-    assert family in panel.key_axis.style["tickFont"].families()
-    assert panel.query_axis.tickStrings([i + 0.5 for i in range(chinese.n_tokens)], 1, 1) == \
-        [attention_panel.short_label(label) for label in chinese.labels()]
+    query_axis, key_axis = panel.matrix.getAxis("left"), panel.matrix.getAxis("bottom")
+    assert family in query_axis.style["tickFont"].families()
+    assert family in key_axis.style["tickFont"].families()
+    assert query_axis.tickStrings([i + 0.5 for i in range(chinese.n_tokens)], 1, 1) == \
+        [elide(label) for label in chinese.labels()]
 
 
 def test_head_view_draws_its_lines_in_png_and_svg_exports(panel, trace, qtbot):
@@ -346,8 +359,8 @@ def test_a_switched_off_head_is_marked(panel, trace):
     mask[0, 1] = 0
     panel.set_selection(Selection(layer=0, head=1))
     panel.set_trace(replace(trace, head_mask=mask))
-    assert "switched off" in panel.matrix_plot.titleLabel.text
-    assert panel._ablated_marks[0][1].isVisible() and not panel._ablated_marks[0][0].isVisible()
+    assert "switched off" in panel.matrix.titleLabel.text
+    assert panel.grid.switched_off[0][1].isVisible() and not panel.grid.switched_off[0][0].isVisible()
 
 
 def test_a_one_token_sentence_draws_without_errors(panel, bundle, qtbot):
@@ -355,6 +368,6 @@ def test_a_one_token_sentence_draws_without_errors(panel, bundle, qtbot):
     assert one.n_tokens == 1
     panel.set_trace(one)
     settle(qtbot)
-    assert panel.shown_levels()[1] == 1.0
+    assert shown_levels(panel)[1] == 1.0
     np.testing.assert_allclose(panel.lines_view.line_opacities(), [[[1.0]]])
     assert panel.lines_view.grab().width() > 0

@@ -96,7 +96,7 @@ def test_attention_panel_shows_the_selected_head(qtbot, make_window):
     window.docks["attention"].raise_()
     qtbot.waitUntil(attention.isVisible)
     window.controller.select({"layer": 1, "head": 2})
-    qtbot.waitUntil(lambda: attention.shown_head() == (1, 2), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: attention.shown == (1, 2), timeout=WAIT_MS)
 
 
 def test_a_click_in_one_panel_selects_everywhere(qtbot, window):

@@ -11,7 +11,8 @@ from PySide6.QtCore import QPointF, Qt
 from core import routing
 from core.runners import NumpyRunner
 from core.session import analyse
-from gui.panels.moe_panel import WHATIF_TAG, MoePanel, elided
+from gui.panels.moe_panel import ROW_LABEL_COLUMNS, WHATIF_TAG, MoePanel
+from gui.text_fit import elide
 from gui.selection import Selection
 from conftest import hover
 
@@ -56,7 +57,7 @@ def figure(panel: MoePanel, name: str):
 
 def test_no_trace_shows_a_message_and_offers_no_figures(panel):
     panel.set_trace(None)
-    assert panel.pages.currentWidget() is panel.empty
+    assert panel.showing_empty_state()
     assert "sentence" in panel.empty.text()
     assert panel.figures() == []
 
@@ -117,9 +118,9 @@ def test_probability_cells_show_the_full_softmax(panel, trace):
 
 def test_token_labels_run_down_and_experts_across(panel, trace):
     panel.set_trace(trace)
-    left = [label for _, label in panel.router.probs_plot.getAxis("left")._tickLevels[0]]
+    left = panel.router.probs_plot.getAxis("left").labels()
     bottom = [label for _, label in panel.router.probs_plot.getAxis("bottom")._tickLevels[0]]
-    assert left == [f"{i} {elided(label)}" for i, label in enumerate(trace.labels())]
+    assert left == [elide(f"{i} {label}", ROW_LABEL_COLUMNS) for i, label in enumerate(trace.labels())]
     assert bottom == [str(e) for e in range(trace.config.num_local_experts)]
     assert panel.router.probs_plot.getAxis("bottom").labelText == "expert"
 
@@ -229,7 +230,7 @@ def test_whatif_emits_the_core_override_and_shows_before_and_after(panel, runner
     np.testing.assert_allclose(panel.whatif.before_bars.opts["width"], [c.before for c in changes])
     np.testing.assert_allclose(panel.whatif.after_bars.opts["width"], [c.after for c in changes])
     labels = [label for _, label in panel.whatif.plot.getAxis("left")._tickLevels[0]]
-    assert labels == [f"{elided(trace.vocab_label(c.token_id))}  {c.before:.3f} → {c.after:.3f}" for c in changes]
+    assert labels == [f"{elide(trace.vocab_label(c.token_id), 16)}  {c.before:.3f} → {c.after:.3f}" for c in changes]
     status = panel.whatif.status.text()
     assert f"layer {layer}" in status and f"expert {expert}" in status and trace.label(position) in status
 
@@ -312,8 +313,9 @@ def test_long_sentence_opens_on_a_window_that_follows_the_selected_token(panel, 
     panel.set_selection(Selection(layer=0, query=trace.n_tokens - 2))
     first, last = panel.router.visible_rows()
     assert first <= trace.n_tokens - 2 < last and last - first <= WINDOW_ROWS + 1
-    ticks = panel.router.probs_plot.getAxis("left")._tickLevels[0]
-    assert ticks and all(first <= int(y) < last for y, _ in ticks)
+    low, high = panel.router.probs_plot.vb.viewRange()[1]
+    ((_, rows),) = panel.router.probs_plot.getAxis("left").tickValues(low, high, panel.router.probs_plot.vb.height())
+    assert rows and all(first <= int(y) < last for y in rows)
     assert f"of {trace.n_tokens}" in panel.router.probs_plot.getAxis("left").labelText
     assert panel.router.marked == {(t, int(e)) for t, row in enumerate(trace.layers[0].expert_ids) for e in row}
 

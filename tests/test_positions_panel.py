@@ -54,9 +54,9 @@ def test_panel_is_registered_after_next_token_and_before_moe():
 
 def test_empty_state_without_a_trace(panel):
     panel.set_trace(None)
-    assert panel.stack.currentWidget() is panel.empty
+    assert panel.showing_empty_state()
     assert panel.figures() == []
-    assert not panel.layer_spin.isEnabled()
+    assert not panel.layer_spin.isVisible()
 
 
 def test_figures_have_stable_names_and_tables(panel, trace):

@@ -39,7 +39,7 @@ def display_row_of(card, source_row: int) -> int:
 
 def test_empty_state_says_what_to_do_and_exports_nothing(panel):
     panel.set_trace(None)
-    assert "Type" in panel.summary.text()
+    assert "Type" in panel.empty.text() and panel.showing_empty_state()
     assert panel.figures() == []
 
 

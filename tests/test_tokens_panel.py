@@ -9,7 +9,8 @@ from core.random_bundle import make_random_bundle
 from core.runners import NumpyRunner
 from core.session import analyse
 from core.tokenizer import BPETokenizer
-from gui.panels.tokens_panel import TokensPanel, merges_csv, newly_merged, pieces_at_step
+from core.tokens_view import MergeReplay
+from gui.panels.tokens_panel import TokensPanel
 from conftest import hover
 
 SEED_LINES = ["订单成交", "订单取消", "查询订单", "订单过期"]   # the first seed's BPE example
@@ -73,10 +74,11 @@ def test_merge_replay_starts_from_bytes_and_ends_at_the_tokens(panel, bundle):
 
 def test_each_step_marks_exactly_the_pieces_its_merge_made(bundle):
     tok = analyse(NumpyRunner(bundle), "the cat, the hat, 订单").tokenization
+    replay = MergeReplay(tok)
     for k, step in enumerate(tok.steps, start=1):
-        fresh = newly_merged(tok, k)
+        fresh = replay.fresh(k)
         assert sum(fresh) == step.count
-        assert all(piece == step.merged for piece, new in zip(pieces_at_step(tok, k), fresh) if new)
+        assert all(piece == step.merged for piece, new in zip(replay.pieces_at(k), fresh) if new)
 
 
 def test_the_seed_walkthrough_merges_the_two_characters_into_one_piece(panel, seed_runner):
@@ -92,7 +94,7 @@ def test_the_seed_walkthrough_merges_the_two_characters_into_one_piece(panel, se
     after = [panel.pieces.chip_lines(i)[0] for i in range(panel.pieces.chip_count())]
     assert after.count("订单") == 2 and "订" not in after
     assert "订单" in panel.step_label.text() and "(2×)" in panel.step_label.text()
-    rows = merges_csv(tok).splitlines()
+    rows = MergeReplay(tok).csv().splitlines()
     assert len(rows) == len(tok.steps) + 2 and rows[merge + 1].split(",")[4] == "订单"
 
 
@@ -100,5 +102,18 @@ def test_empty_state_has_no_chips_and_says_what_to_do(panel, bundle):
     panel.set_trace(analyse(NumpyRunner(bundle), "hello"))
     panel.set_trace(None)
     assert panel.chips.chip_count() == 0
-    assert panel.stack.currentWidget() is panel.empty
+    assert panel.showing_empty_state()
     assert "Type a sentence" in panel.empty.text()
+
+
+def test_a_new_sentence_shows_its_last_merge_step_unless_the_step_is_pinned(panel, bundle):
+    runner = NumpyRunner(bundle)
+    panel.set_trace(analyse(runner, "the cat sat on the mat"))
+    panel.slider.setValue(2)
+    second = analyse(runner, "订单成交，订单取消")
+    panel.set_trace(second)
+    assert panel.slider.value() == len(second.tokenization.steps)
+    panel.slider.setValue(3)
+    panel.pin_button.setChecked(True)
+    panel.set_trace(analyse(runner, "one two three"))
+    assert panel.slider.value() == 3

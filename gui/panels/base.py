@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
 from gui.selection import Selection
@@ -31,8 +31,15 @@ class Figure:
 
 
 class Panel(QWidget):
+    """Subclasses build their widgets, hand them to set_content, and implement draw() and figures().
+
+    The base class shows `empty_text` while there is no trace, and calls draw() when there is one.
+    The selection arrives clamped to the trace by the controller: panels use it as it is
+    (Selection.query_index / key_index only resolve "None: the last token").
+    """
     title: str = "Panel"          # the dock's title and the View menu entry
     object_name: str = "panel"    # QDockWidget objectName: saveState/restoreState need it stable
+    empty_text: str = "Type a sentence in the bar above."
 
     # A panel asks; the controller acts and everyone hears back through set_trace / set_selection.
     sigSelect = Signal(dict)                 # selection changes, e.g. {"layer": 1, "head": 2}
@@ -47,6 +54,22 @@ class Panel(QWidget):
         self.setObjectName(self.object_name)
         self.trace: Trace | None = None
         self.selection = Selection()
+        self.empty = QLabel(self.empty_text)
+        self.empty.setObjectName("empty_state")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty.setWordWrap(True)
+        self._stack = QStackedWidget()
+        self._stack.addWidget(self.empty)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self._stack)
+
+    def set_content(self, content: QWidget) -> None:
+        """What the panel shows while there is a trace (called once, while building)."""
+        self._stack.addWidget(content)
+
+    def showing_empty_state(self) -> bool:
+        return self._stack.currentWidget() is self.empty
 
     def set_trace(self, trace: Trace | None) -> None:
         """A new Trace (None: nothing to show, e.g. empty text). Store it and redraw."""
@@ -61,8 +84,20 @@ class Panel(QWidget):
         """The answer to sigRequestVariant(tag, ...): a Trace run with those interventions (None if it failed)."""
 
     def refresh(self) -> None:
-        """Redraw from self.trace and self.selection; must handle trace None (show an empty state)."""
+        """Redraw from self.trace and self.selection: the empty state, or draw()."""
+        if self.trace is None:
+            self._stack.setCurrentWidget(self.empty)
+            self.clear()
+            return
+        self._stack.setCurrentIndex(1)
+        self.draw()
+
+    def draw(self) -> None:
+        """Draw self.trace (never None here) with self.selection."""
         raise NotImplementedError
+
+    def clear(self) -> None:
+        """The trace went away: forget what was drawn for it (nothing to do by default)."""
 
     def figures(self) -> list[Figure]:
         """Every picture this panel can export, for the current trace and selection."""

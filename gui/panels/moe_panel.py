@@ -7,22 +7,24 @@ forced routing (sigRequestVariant) and compares that run's next-token distributi
 from __future__ import annotations
 
 import html
-import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QPainterPath, QPen
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QFrame, QGroupBox, QHBoxLayout, QLabel, QPushButton,
-                               QScrollArea, QSplitter, QStackedWidget, QTextBrowser, QVBoxLayout, QWidget)
+                               QScrollArea, QSplitter, QTextBrowser, QVBoxLayout, QWidget)
 
 from core import routing
 from core.raw_export import csv_text
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
+from gui.heatmap import Heatmap, cells_path, cosmetic_pen
 from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
+from gui.text_fit import elide
 
 WHATIF_TAG = "moe_whatif"
 CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
@@ -42,8 +44,8 @@ LOAD_LEGEND = ("<span style='color:#440154'>■</span> share of top-k slots &nbs
                "<span style='color:#787878'>‒ ‒</span> even split")
 WHATIF_LEGEND = ("<span style='color:#969696'>■</span> before &nbsp; "
                  "<span style='color:#ff7f0e'>■</span> after (forced)")
+ROW_LABEL_COLUMNS = 16                    # "12 token": the position and a short word
 WINDOW_ROWS = 40                          # long sentences open on 40 rows around the selected token; drag/wheel to move
-TICK_LABEL_PX = 14                        # one token label per this many pixels of height
 MAX_LISTED_TOKENS = 24                    # per expert in the list; laying out hundreds costs a repaint
 MIN_LABEL_CELL_PX = (30.0, 13.0)          # numbers are written into cells only when they fit
 
@@ -100,39 +102,8 @@ def text_colour(value: float) -> QColor:
     return DARK_TEXT if value > 0.55 else LIGHT_TEXT
 
 
-def cell_rects_path(cells: list[tuple[int, int]]) -> QPainterPath:  # (row, col) -> one path of unit squares
-    path = QPainterPath()
-    for row, col in cells:
-        path.addRect(QRectF(col, row, 1, 1))
-    return path
-
-
-def cosmetic_pen(colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> QPen:
-    pen = QPen(colour, width, style)
-    pen.setCosmetic(True)  # width in screen pixels, whatever the zoom
-    return pen
-
-
-def outline_item(pen_colour: QColor, width: float, style=Qt.PenStyle.SolidLine) -> pg.QtWidgets.QGraphicsPathItem:
-    item = pg.QtWidgets.QGraphicsPathItem()
-    item.setPen(cosmetic_pen(pen_colour, width, style))
-    item.setZValue(10)
-    return item
-
-
 def token_row_labels(trace: Trace) -> list[str]:
-    return [f"{i} {elided(label)}" for i, label in enumerate(trace.labels())]
-
-
-def elided(label: str, columns: int = 16) -> str:
-    """Vocab pieces can be whole phrases: keep tick labels short (a Chinese character is two columns wide)."""
-    out, used = "", 0
-    for ch in label:
-        used += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-        if used > columns:
-            return out + "…"
-        out += ch
-    return out
+    return [f"{i} {label}" for i, label in enumerate(trace.labels())]
 
 
 def expert_list(ids) -> str:
@@ -151,7 +122,10 @@ def quoted(trace: Trace, position: int) -> str:
 
 
 class RouterView(QWidget):
-    """Two token × expert heatmaps of one layer: router probabilities, and the weights actually used."""
+    """Two token × expert heatmaps of one layer: router probabilities, and the weights actually used.
+
+    sigCellHovered / sigCellClicked: (token, expert) under the mouse in either heatmap.
+    """
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -161,24 +135,21 @@ class RouterView(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.explanation)
         layout.addWidget(self.plots, 1)
-        self.probs_plot = self._matrix_plot(0, "router probability")
-        self.weights_plot = self._matrix_plot(1, "weight used")
+        self.probs_plot = self._matrix_plot(0, "router probability", rows_named=True)
+        self.weights_plot = self._matrix_plot(1, "weight used", rows_named=False)
         self.weights_plot.setYLink(self.probs_plot)
         self.weights_plot.getAxis("left").setStyle(showValues=False)
         self.weights_plot.setLabel("left", "")
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
                                           width=14, label="probability / weight")
         self.plots.addItem(self.colour_bar, 1, 2)
-        self.probs_image, self.probs_text = self._cells(self.probs_plot)
-        self.weights_image, self.weights_text = self._cells(self.weights_plot)
-        self.chosen_outlines = [self._outlines(plot) for plot in (self.probs_plot, self.weights_plot)]
-        self.forced_outlines = [outline_item(FORCED_COLOUR, 3.0) for _ in range(2)]
-        self.probs_plot.addItem(self.forced_outlines[0])
-        self.weights_plot.addItem(self.forced_outlines[1])
-        self.selected_rows = [outline_item(SELECTED_ROW_COLOUR, 1.5, Qt.PenStyle.DashLine)
-                              for _ in (self.probs_plot, self.weights_plot)]
-        self.probs_plot.addItem(self.selected_rows[0])
-        self.weights_plot.addItem(self.selected_rows[1])
+        self.sigCellHovered, self.sigCellClicked = self.probs_plot.sigCellHovered, self.probs_plot.sigCellClicked
+        self.probs_text, self.weights_text = self._cell_text(self.probs_plot), self._cell_text(self.weights_plot)
+        both = (self.probs_plot, self.weights_plot)
+        self.chosen_outlines = [(plot.add_outline(CHOSEN_OUTER, 3.5), plot.add_outline(CHOSEN_INNER, 1.5))
+                                for plot in both]
+        self.forced_outlines = [plot.add_outline(FORCED_COLOUR, 3.0) for plot in both]
+        self.selected_rows = [plot.add_outline(SELECTED_ROW_COLOUR, 1.5, Qt.PenStyle.DashLine) for plot in both]
         self.marked: set[tuple[int, int]] = set()    # (token, expert) outlined as chosen
         self.forced: set[tuple[int, int]] = set()    # (token, expert) outlined as forced
         self.shown_weights = np.zeros((0, 0))        # [T, E] the weight matrix drawn
@@ -186,28 +157,23 @@ class RouterView(QWidget):
         self.probs_plot.vb.sigYRangeChanged.connect(self._on_rows_moved)
         self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
 
-    def _matrix_plot(self, col: int, title: str) -> pg.PlotItem:
+    def _matrix_plot(self, col: int, title: str, rows_named: bool) -> Heatmap:
         self.plots.addLabel(title, row=0, col=col)
-        plot = self.plots.addPlot(row=1, col=col)
-        plotting.matrix_plot(plot, "expert", "token")
+        plot = Heatmap("expert", "token", rows_named=rows_named, cols_named=False)
+        self.plots.addItem(plot, row=1, col=col)
         plot.setMouseEnabled(x=False, y=True)  # long sentences: scroll/zoom along the tokens only
-        plot.hideButtons()
+        if col:   # hovering or clicking either heatmap means the same cell
+            plot.sigCellHovered.connect(lambda cell: self.sigCellHovered.emit(cell))
+            plot.sigCellClicked.connect(lambda row, column: self.sigCellClicked.emit(row, column))
         return plot
 
     @staticmethod
-    def _cells(plot: pg.PlotItem) -> tuple[pg.ImageItem, CellText]:
-        image = pg.ImageItem()
+    def _cell_text(plot: Heatmap) -> CellText:
         text = CellText()
         text.setZValue(5)
-        plot.addItem(image)
+        text.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         plot.addItem(text)
-        return image, text
-
-    def _outlines(self, plot: pg.PlotItem) -> tuple:
-        outer, inner = outline_item(CHOSEN_OUTER, 3.5), outline_item(CHOSEN_INNER, 1.5)
-        plot.addItem(outer)
-        plot.addItem(inner)
-        return outer, inner
+        return text
 
     def draw(self, trace: Trace, layer: int) -> None:
         lt = trace.layers[layer]
@@ -215,18 +181,19 @@ class RouterView(QWidget):
         self.shown_weights = routing.weight_matrix(lt.expert_ids, lt.expert_weights, n_experts)
         chosen = routing.chosen_mask(lt.expert_ids, n_experts)
         self.explanation.setText(self._explanation(trace, layer))
-        self._draw_matrix(self.probs_image, self.probs_text, lt.router_probs.astype(np.float64), None)
-        self._draw_matrix(self.weights_image, self.weights_text, self.shown_weights, ~chosen)
+        self._draw_matrix(self.probs_plot, self.probs_text, lt.router_probs.astype(np.float64), None)
+        self._draw_matrix(self.weights_plot, self.weights_text, self.shown_weights, ~chosen)
         self.marked = {(int(t), int(e)) for t, e in zip(*np.nonzero(chosen))}
-        path = cell_rects_path(sorted(self.marked))
+        path = cells_path(sorted(self.marked))
         for outer, inner in self.chosen_outlines:
             outer.setPath(path)
             inner.setPath(path)
         self.forced = {(f.position, f.expert) for f in routing.forced_slots(trace.expert_override) if f.layer == layer}
-        forced_path = cell_rects_path(sorted(self.forced))
+        forced_path = cells_path(sorted(self.forced))
         for item in self.forced_outlines:
             item.setPath(forced_path)
         self.row_labels = token_row_labels(trace)
+        self.probs_plot.set_row_labels(self.row_labels, ROW_LABEL_COLUMNS)
         for plot in (self.probs_plot, self.weights_plot):
             # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
             plot.getAxis("bottom").setTicks([[(e + 0.5, str(e)) for e in range(n_experts)], []])
@@ -237,8 +204,7 @@ class RouterView(QWidget):
 
     def select_row(self, row: int, n_tokens: int, n_experts: int) -> None:
         """Outline the selected token's row and bring it into view."""
-        path = QPainterPath()
-        path.addRect(QRectF(0, row, n_experts, 1))
+        path = cells_path([(row, 0)], width=n_experts)
         for item in self.selected_rows:
             item.setPath(path)
         top, bottom = self.probs_plot.vb.viewRange()[1]
@@ -252,13 +218,9 @@ class RouterView(QWidget):
         return max(0, int(np.floor(top))), min(len(self.row_labels), int(np.ceil(bottom)))
 
     def _on_rows_moved(self, *args) -> None:
-        """Label the rows on screen (thinned to fit), and thin the outlines when rows get small."""
+        """Say which rows are on screen, and thin the outlines when rows get small."""
         first, last = self.visible_rows()
         row_px = self.probs_plot.vb.height() / max(last - first, 1)
-        step = max(1, int(np.ceil(TICK_LABEL_PX / max(row_px, 1e-6))))
-        start = first + (-first) % step  # multiples of step: labels stay put while scrolling
-        ticks = [(i + 0.5, self.row_labels[i]) for i in range(start, last, step)]
-        self.probs_plot.getAxis("left").setTicks([ticks, []])
         total = len(self.row_labels)
         self.probs_plot.setLabel("left", "token" if last - first >= total else
                                  f"token ({first}–{last - 1} of {total}: drag or scroll to move)")
@@ -268,9 +230,9 @@ class RouterView(QWidget):
             inner.setVisible(not small)
 
     @staticmethod
-    def _draw_matrix(image: pg.ImageItem, text: CellText, values: np.ndarray, mask: np.ndarray | None) -> None:
-        image.setImage(plotting.masked_rgba(values, (0.0, 1.0), plotting.colormap(), mask), autoLevels=False)
-        image.setRect(QRectF(0, 0, values.shape[1], values.shape[0]))
+    def _draw_matrix(plot: Heatmap, text: CellText, values: np.ndarray, mask: np.ndarray | None) -> None:
+        plot.image.setImage(plotting.masked_rgba(values, (0.0, 1.0), plotting.colormap(), mask), levels=(0, 255),
+                            rect=QRectF(0, 0, values.shape[1], values.shape[0]))
         text.set_matrix(values, np.ones_like(values, dtype=bool) if mask is None else ~mask)
 
     @staticmethod
@@ -279,22 +241,15 @@ class RouterView(QWidget):
         k, n_experts = lt.expert_ids.shape[1], lt.router_probs.shape[1]
         text = (f"<b>Layer {layer}.</b> Left: the router's probability for each of the {n_experts} experts "
                 f"(softmax over all); outlined: the top-{k} each token is sent to. Right: the weights used to add "
-                f"those experts' outputs. {html.escape(CONVENTION)}")
+                f"those experts' outputs.")
         if (trace.expert_override[layer] < 0).all():
             _, mistral = routing.topk_softmax_weights(lt.router_logits, k)
             gap = float(np.abs(mistral - lt.expert_weights).max())
-            text += f" (Here they differ by at most {gap:.1e}.)"
+            text += (f" <span title='{html.escape(CONVENTION)}'>Top-k then softmax (mistral-inference) gives the "
+                     f"same weights, here within {gap:.1e}.</span>")
         else:
             text += " <span style='color:#d9650b'>Orange outline: a forced expert (override), not the router's pick.</span>"
         return text
-
-    def cell_at(self, scene_pos) -> tuple[int, int] | None:
-        """(token, expert) under a scene position in either heatmap, or None."""
-        for plot in (self.probs_plot, self.weights_plot):
-            if plot.sceneBoundingRect().contains(scene_pos):
-                point = plot.vb.mapSceneToView(scene_pos)
-                return int(np.floor(point.y())), int(np.floor(point.x()))
-        return None
 
 
 # ---------------------------------------------------------------- expert load
@@ -435,14 +390,13 @@ class WhatIfView(QGroupBox):
                                  f"(now routed to {expert_list(lt.expert_ids[position])}). "
                                  "Click a row of the heatmap to pick another token.")
         current = self.expert_box.currentIndex()
-        self.expert_box.blockSignals(True)
-        self.expert_box.clear()
-        for e, p in enumerate(lt.router_probs[position]):
-            self.expert_box.addItem(f"expert {e}  (p = {p:.2f}{', chosen' if e in chosen else ''})")
-        if reset_expert or current < 0 or current >= len(lt.router_probs[position]):
-            current = self._best_unchosen(lt.router_probs[position], chosen)
-        self.expert_box.setCurrentIndex(current)
-        self.expert_box.blockSignals(False)
+        with qt_signals_blocked(self.expert_box):
+            self.expert_box.clear()
+            for e, p in enumerate(lt.router_probs[position]):
+                self.expert_box.addItem(f"expert {e}  (p = {p:.2f}{', chosen' if e in chosen else ''})")
+            if reset_expert or current < 0 or current >= len(lt.router_probs[position]):
+                current = self._best_unchosen(lt.router_probs[position], chosen)
+            self.expert_box.setCurrentIndex(current)
 
     @staticmethod
     def _best_unchosen(probs: np.ndarray, chosen: set[int]) -> int:
@@ -465,7 +419,7 @@ class WhatIfView(QGroupBox):
         y = np.arange(len(self.changes), dtype=float)
         self.before_bars.setOpts(x0=np.zeros_like(y), y=y - 0.2, width=[c.before for c in self.changes], height=0.38)
         self.after_bars.setOpts(x0=np.zeros_like(y), y=y + 0.2, width=[c.after for c in self.changes], height=0.38)
-        ticks = [(i, f"{elided(before.vocab_label(c.token_id))}  {c.before:.3f} → {c.after:.3f}")
+        ticks = [(i, f"{elide(before.vocab_label(c.token_id), 16)}  {c.before:.3f} → {c.after:.3f}")
                  for i, c in enumerate(self.changes)]
         self.plot.getAxis("left").setTicks([ticks, []])
         top = max([c.before for c in self.changes] + [c.after for c in self.changes] + [1e-6])
@@ -532,6 +486,7 @@ class FillScrollArea(QScrollArea):
 class MoePanel(Panel):
     title = "MoE routing"
     object_name = "moe"
+    empty_text = "Type a sentence to see which experts the router sends each token to."
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -546,22 +501,15 @@ class MoePanel(Panel):
         self.load = LoadView()
         self.whatif = WhatIfView()
         self.whatif.run_button.clicked.connect(self.request_whatif)
-        self.empty = QLabel("Type a sentence to see which experts the router sends each token to.",
-                            alignment=Qt.AlignmentFlag.AlignCenter, wordWrap=True)
-        self.pages = QStackedWidget()
-        self.pages.addWidget(self.empty)
-        self.pages.addWidget(self._content())
-        layout = QVBoxLayout(self)
-        layout.addWidget(self.pages)
+        self.set_content(self._content())
         self.pending: WhatIfRequest | None = None
         self.result: WhatIfResult | None = None
         self._hovered = -1                                # token whose characters are highlighted
         # What is on screen, so that a selection change that does not concern this panel (a head) costs nothing.
         self._drawn_trace: Trace | None = None
         self._drawn_target: tuple[int, int] | None = None  # (layer, token)
-        scene = self.router.plots.scene()
-        scene.sigMouseClicked.connect(self._on_click)
-        scene.sigMouseMoved.connect(self._on_hover)
+        self.router.sigCellClicked.connect(lambda token, _: self.sigSelect.emit({"query": token}))
+        self.router.sigCellHovered.connect(self._on_hover)
         self.refresh()
 
     def _content(self) -> QWidget:
@@ -596,13 +544,9 @@ class MoePanel(Panel):
 
     # ------------------------------------------------------------ drawing
 
-    def refresh(self) -> None:
+    def draw(self) -> None:
         trace = self.trace
-        if trace is None:
-            self.pages.setCurrentWidget(self.empty)
-            return
-        self.pages.setCurrentIndex(1)
-        layer, token = self._layer(), self.selection.query_index(trace.n_tokens)
+        layer, token = self.selection.layer, self.selection.query_index(trace.n_tokens)
         same_trace = self._drawn_trace is trace  # identity: a Trace's == would compare arrays
         if not (same_trace and self._drawn_target and self._drawn_target[0] == layer):
             # only the selected row and the what-if controls depend on the selected token
@@ -695,22 +639,12 @@ class MoePanel(Panel):
 
     # ------------------------------------------------------------ mouse
 
-    def _on_click(self, event) -> None:
-        if event.button() != Qt.MouseButton.LeftButton:
-            return
-        cell = self.router.cell_at(event.scenePos())
-        if self.trace is not None and cell is not None and 0 <= cell[0] < self.trace.n_tokens:
-            self.sigSelect.emit({"query": cell[0]})
-
-    def _on_hover(self, scene_pos) -> None:
+    def _on_hover(self, cell) -> None:
         trace = self.trace
-        cell = self.router.cell_at(scene_pos)
         if trace is None or cell is None:
             return self._hover_token(-1)
         t, e = cell
-        lt = trace.layers[self._layer()]
-        if not (0 <= t < trace.n_tokens and 0 <= e < lt.router_probs.shape[1]):
-            return self._hover_token(-1)
+        lt = trace.layers[self.selection.layer]
         slots = [s for s in range(lt.expert_ids.shape[1]) if lt.expert_ids[t, s] == e]
         used = f"chosen (slot {slots[0]}), weight used {self.router.shown_weights[t, e]:.4f}" if slots else "not chosen"
         self.hover.setText(f"{quoted(trace, t)} · expert {e}: router logit {lt.router_logits[t, e]:.4f}, "
@@ -740,12 +674,9 @@ class MoePanel(Panel):
             figures.append(Figure("moe_whatif", self.whatif.result_widget, self.whatif_table))
         return figures
 
-    def _layer(self) -> int:
-        return min(self.selection.layer, self.trace.num_layers - 1)
-
     def router_table(self) -> str:
         """One row per token: probabilities, chosen flags, weights used, forced flags (selected layer)."""
-        trace, layer = self.trace, self._layer()
+        trace, layer = self.trace, self.selection.layer
         lt = trace.layers[layer]
         n_experts = lt.router_probs.shape[1]
         chosen = routing.chosen_mask(lt.expert_ids, n_experts)
@@ -763,7 +694,7 @@ class MoePanel(Panel):
         return csv_text(rows)
 
     def load_table(self) -> str:
-        trace, layer = self.trace, self._layer()
+        trace, layer = self.trace, self.selection.layer
         lt = trace.layers[layer]
         load = routing.expert_load(lt.expert_ids, lt.router_probs)
         rows = [["layer", "expert", "slots", "share_of_topk_slots", "mean_router_probability"]]
@@ -772,7 +703,7 @@ class MoePanel(Panel):
         return csv_text(rows)
 
     def expert_tokens_table(self) -> str:
-        trace, layer = self.trace, self._layer()
+        trace, layer = self.trace, self.selection.layer
         lt = trace.layers[layer]
         rows = [["layer", "expert", "position", "token", "slot", "weight"]]
         for e, tokens in enumerate(routing.tokens_per_expert(lt.expert_ids, lt.expert_weights, lt.router_probs.shape[1])):

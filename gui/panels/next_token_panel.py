@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QBrush, QColor, QFontMetrics, QPen
+from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
                                QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
@@ -22,6 +22,8 @@ from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
+from gui.text_fit import elide
+from gui.token_axis import TokenAxis
 
 AFTER_COLOUR = QColor("#2c5f8a")       # solid: the distribution sampling draws from
 RAW_COLOUR = QColor("#b7d0e6")         # pale: softmax at temperature 1
@@ -31,8 +33,7 @@ CURSOR_COLOUR = QColor("#fff1b8")      # the row Enter would append (only while 
 RAW_BAR_HEIGHT = 0.8                   # in rows
 AFTER_BAR_HEIGHT = 0.38
 DEFAULT_BARS = 10
-MAX_LABEL_CHARS = 16                   # longer pieces are elided on the axis (whole in tooltip and CSV)
-EMPTY_MESSAGE = "No sentence yet: type one in the sentence bar to see what the model predicts next."
+LABEL_COLUMNS = 16                     # longer pieces are elided on the axis (whole in tooltip and CSV)
 CSV_HEADER = ("rank", "id", "piece", "probability", "probability_after_settings", "in_sampling_set")
 
 
@@ -48,6 +49,7 @@ def format_probability(p: float) -> str:
 class NextTokenPanel(Panel):
     title = "Next token"
     object_name = "next_token"
+    empty_text = "No sentence yet: type one in the sentence bar to see what the model predicts next."
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -56,21 +58,24 @@ class NextTokenPanel(Panel):
         self.cursor_row = 0                         # the row Enter appends
         self._keyboard_used = False                 # the cursor row is highlighted only after arrow keys
 
-        self.figure_box = QWidget(self)             # what a figure export renders: header, chart, legend
+        page = QWidget(self)
+        self.figure_box = QWidget(page)             # what a figure export renders: header, chart, legend
         self.header = QLabel(self.figure_box)
         self.settings_line = QLabel(self.figure_box)
-        self.chart = pg.PlotWidget(self.figure_box)
+        self.chart = pg.PlotWidget(self.figure_box, axisItems={"left": TokenAxis("left", offset=0, point_size=9),
+                                                               "right": TokenAxis("right", offset=0, point_size=9)})
         self.legend = QLabel(self.figure_box)
         self._build_chart()
         self._build_figure_box()
         controls = self._build_controls()
         actions = self._build_actions()
 
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.figure_box, 1)
         layout.addLayout(controls)
         layout.addLayout(actions)
+        self.set_content(page)
         self.refresh()
 
     # ---------------------------------------------------------------- building (once)
@@ -97,7 +102,6 @@ class NextTokenPanel(Panel):
         box.addWidget(self.settings_line)
         box.addWidget(self.chart, 1)
         box.addWidget(self.legend)
-        box.addStretch(0)  # keeps the empty-state message at the top when the chart is hidden
 
     def _build_chart(self) -> None:
         self.chart.setMinimumHeight(160)
@@ -110,13 +114,12 @@ class NextTokenPanel(Panel):
         plot.setContentsMargins(0, 8, 4, 0)  # room for a row label that sticks out above the top row
         plot.setLabel("bottom", "probability (%)")
         plot.showAxis("right")
-        tick_font = ui_font()
-        for name in ("left", "right", "bottom"):
-            plot.getAxis(name).setStyle(tickFont=tick_font)
-            # percent needs no SI prefix, and updating it re-lays-out each axis label on every range change
-            plot.getAxis(name).enableAutoSIPrefix(False)
-        for name in ("left", "right"):  # rank 1's label may stick out above the plot when rows are thin
-            plot.getAxis(name).setStyle(tickLength=0, hideOverlappingLabels=False)
+        bottom = plot.getAxis("bottom")
+        bottom.setStyle(tickFont=ui_font())
+        # percent needs no SI prefix, and updating it re-lays-out the axis label on every range change
+        bottom.enableAutoSIPrefix(False)
+        for name in ("left", "right"):
+            plot.getAxis(name).setStyle(tickLength=0)
         self.cursor_band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0,
                                            brush=CURSOR_COLOUR, pen=pg.mkPen(None))
         self.raw_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=RAW_BAR_HEIGHT)
@@ -124,8 +127,6 @@ class NextTokenPanel(Panel):
                                           brush=AFTER_COLOUR, pen=pg.mkPen(None))
         for item in (self.cursor_band, self.raw_bars, self.after_bars):
             plot.addItem(item)
-        self._row_labels: tuple[list, list] = ([], [])  # (left, right) axis text per row, before thinning
-        plot.vb.sigResized.connect(self._apply_row_labels)
         self.chart.scene().sigMouseClicked.connect(self._on_chart_clicked)
         self.chart.scene().sigMouseMoved.connect(self._on_chart_hovered)
 
@@ -215,26 +216,22 @@ class NextTokenPanel(Panel):
         return self.trace is not None and self.position == self.trace.n_tokens - 1
 
     # ---------------------------------------------------------------- drawing
-    def refresh(self) -> None:
-        has_trace = self.trace is not None
-        for widget in (self.step_back_button, self.generate_button, self.generate_count):
-            widget.setEnabled(has_trace)
-        if has_trace:
-            self.position = self.selection.query_index(self.trace.n_tokens)
-            self.top_k.setMaximum(self.trace.config.vocab_size)
+    def clear(self) -> None:
+        self.candidates = None
+        self._draw_bars()
+
+    def draw(self) -> None:
+        self.position = self.selection.query_index(self.trace.n_tokens)
+        self.top_k.setMaximum(self.trace.config.vocab_size)
         self._redraw_chart()
 
     def _redraw_chart(self) -> None:
         """Recompute the candidates for the current settings and redraw only the chart and its text."""
         if self.trace is None:
-            self.candidates = None
-            self.header.setText(EMPTY_MESSAGE)
-        else:
-            self.candidates = top_candidates(self.trace.logits[self.position], self.settings(),
-                                             min(self.bar_count.value(), self.trace.config.vocab_size))
-            self.header.setText(self._header_text())
-        for widget in (self.chart, self.legend, self.settings_line):
-            widget.setVisible(self.candidates is not None)
+            return
+        self.candidates = top_candidates(self.trace.logits[self.position], self.settings(),
+                                         min(self.bar_count.value(), self.trace.config.vocab_size))
+        self.header.setText(self._header_text())
         self.cursor_row = min(self.cursor_row, max(0, self._row_count() - 1))
         self._draw_bars()
         self._update_settings_line()
@@ -275,8 +272,8 @@ class NextTokenPanel(Panel):
         if c is None:
             for item in (self.cursor_band, self.raw_bars, self.after_bars):
                 item.setOpts(x0=[], y=[], width=[])
-            self._row_labels = ([], [])
-            self._apply_row_labels()
+            for name in ("left", "right"):
+                plot.getAxis(name).set_labels([])
             plot.setRange(xRange=(0, 1), yRange=(-0.5, 0.5), padding=0)
             return
         rows = np.arange(len(c.ids), dtype=float)
@@ -288,31 +285,20 @@ class NextTokenPanel(Panel):
         self.after_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.after)
         x_max = 100 * max(float(c.probability.max()), float(c.after.max())) * 1.04
         self._draw_cursor(x_max)
-        self._row_labels = (self._piece_ticks(),
-                            [(float(i), f"{format_probability(p)} → {format_probability(a)}")
-                             for i, (p, a) in enumerate(zip(c.probability, c.after))])
-        self._apply_row_labels()
+        plot.getAxis("left").set_labels(self._piece_labels(), columns=None)
+        plot.getAxis("right").set_labels([f"{format_probability(p)} → {format_probability(a)}"
+                                          for p, a in zip(c.probability, c.after)], columns=None)
         plot.setRange(xRange=(0, x_max), yRange=(-0.5, len(rows) - 0.5), padding=0)
 
-    def _apply_row_labels(self) -> None:
-        """Label every row, or every n-th when the rows are lower than a line of text (many bars, small dock)."""
-        plot = self.chart.getPlotItem()
-        line = QFontMetrics(plot.getAxis("left").style["tickFont"]).height()
-        step = max(1, int(np.ceil(self._row_count() * line / max(plot.vb.height(), 1.0))))
-        for name, ticks in zip(("left", "right"), self._row_labels):
-            _set_text_ticks(plot.getAxis(name), ticks[::step], width_for=ticks)
-
-    def _piece_ticks(self) -> list[tuple[float, str]]:
-        """'piece  [rank]': the rank is the key that appends it; ✓ marks what the sentence really has next."""
+    def _piece_labels(self) -> list[str]:
+        """'piece  [rank]' per row (ranks 1–9 are also the keys that append them); ✓ marks what the
+        sentence really has next."""
         actual = None
-        if self.trace is not None and not self.showing_last_position():
+        if not self.showing_last_position():
             actual = int(self.trace.input_ids[self.position + 1])
-        ticks = []
-        for i, token_id in enumerate(self.candidates.ids):
-            mark = " ✓" if int(token_id) == actual else ""
-            key = f"  [{i + 1}]" if i < 9 else ""
-            ticks.append((float(i), f"{elide_label(self.trace.vocab_label(int(token_id)))}{mark}{key}"))
-        return ticks
+        return [f"{elide(self.trace.vocab_label(int(token_id)), LABEL_COLUMNS)}"
+                f"{' ✓' if int(token_id) == actual else ''}  [{rank}]"
+                for rank, token_id in enumerate(self.candidates.ids, start=1)]
 
     def _draw_cursor(self, x_max: float) -> None:
         """The highlight appears once the arrow keys are used, so exported figures stay clean."""
@@ -406,22 +392,6 @@ class NextTokenPanel(Panel):
                              repr(float(c.probability[i])), repr(float(c.after[i])),
                              "true" if c.in_sampling_set[i] else "false"))
         return csv_text(rows)
-
-
-def _set_text_ticks(axis: pg.AxisItem, ticks: list[tuple[float, str]],
-                    width_for: list[tuple[float, str]]) -> None:
-    """Label rows with text; size the axis now (not one repaint later) for all of `width_for`.
-
-    Sizing for every row, not only the labelled ones, keeps the width stable when labels are thinned.
-    """
-    axis.setTicks([ticks, []])
-    metrics = QFontMetrics(axis.style["tickFont"] or axis.font())
-    widest = max((metrics.horizontalAdvance(text) for _, text in width_for), default=0)
-    axis.setWidth(widest + axis.style["tickTextOffset"][0] + 6)
-
-
-def elide_label(label: str) -> str:
-    return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
 
 def _raw_brush(ruled_out: bool) -> QBrush:

@@ -4,7 +4,7 @@ Five pages in tabs, one exportable figure each. Every RoPE number drawn comes fr
 (q, q_rot, k) through core.positions; the sinusoidal pages are the paper's formula, shown
 because the seeds explain it, with a plain note that this model uses RoPE instead.
 
-Pages draw lazily: refresh() marks them stale and redraws only the visible one; switching
+Pages draw lazily: draw() marks them stale and redraws only the visible one; switching
 tabs or asking for figures() draws the rest.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetricsF, QPen
 from PySide6.QtWidgets import (QApplication, QCheckBox, QComboBox, QHBoxLayout, QLabel, QSlider, QSpinBox,
-                               QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
+                               QTabWidget, QVBoxLayout, QWidget)
 
 from core import positions as pos
 from core.raw_export import csv_text, matrix_csv_text
@@ -22,7 +22,10 @@ from core.trace import Trace
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.plotting import DIVERGING, colormap, colour_bar, matrix_plot
+from gui.qt_signals import qt_signals_blocked
 from gui.selection import Selection
+from gui.text_fit import LABEL_COLUMNS
+from gui.token_axis import TokenAxis
 
 BEFORE_PEN = pg.mkPen((110, 110, 110), width=2)
 AFTER_COLOUR = (0, 114, 178)        # Okabe-Ito blue: the rotated vector
@@ -127,10 +130,6 @@ class FittedTicks:
         self.axis.setTicks([[(i + 0.5, self.labels[i]) for i in range(0, len(self.labels), step)], []])
 
 
-def elide(label: str, limit: int = 12) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
-
-
 def numbers(count: int) -> list[str]:
     return [str(i) for i in range(count)]
 
@@ -158,8 +157,10 @@ class _FigureFrame(QWidget):
         layout.addWidget(self.caption)
         layout.addWidget(self.graphics, 1)
 
-    def add_plot(self, row: int, col: int) -> pg.PlotItem:
-        return plain_axes(self.graphics.addPlot(row=row, col=col))
+    def add_plot(self, row: int, col: int, token_rows: bool = False) -> pg.PlotItem:
+        """token_rows: a TokenAxis on the left names the rows (tokens)."""
+        axes = {"left": TokenAxis("left")} if token_rows else {}
+        return plain_axes(self.graphics.addPlot(row=row, col=col, axisItems=axes))
 
 
 class _Page(QWidget):
@@ -277,7 +278,7 @@ class EmbedPlusPePage(_Page):
         cmap = colormap(DIVERGING)
         self.plots, self.images, self.dim_ticks = [], [], []
         for col, title in enumerate(["token embedding (trace.embed)", "embedding + PE"]):
-            plot = self.frame.add_plot(row=0, col=col)
+            plot = self.frame.add_plot(row=0, col=col, token_rows=col == 0)
             matrix_plot(plot, "dimension", "token" if col == 0 else "")
             plot.setTitle(title)
             image = pg.ImageItem()
@@ -286,7 +287,6 @@ class EmbedPlusPePage(_Page):
             self.plots.append(plot)
             self.images.append(image)
             self.dim_ticks.append(FittedTicks(plot, "bottom", 30, POWERS_OF_TWO))
-        self.token_ticks = FittedTicks(self.plots[0], "left", 16)
         self.plots[1].setYLink(self.plots[0])
         self.bar = colour_bar(self.plots[1], self.images[1], (-1.0, 1.0), cmap, "value")
 
@@ -302,14 +302,14 @@ class EmbedPlusPePage(_Page):
         factor = float(np.sqrt(d)) if self.scale_box.isChecked() else 1.0
         self.embedding = (trace.embed * np.float32(factor)).astype(np.float32)
         self.summed = pos.embed_plus_pe(self.embedding)
-        self.labels = [f"{i} {elide(label)}" for i, label in enumerate(trace.labels())]
+        self.labels = [f"{i} {label}" for i, label in enumerate(trace.labels())]
         limit = float(max(np.abs(self.summed).max(), np.abs(self.embedding).max(), 1e-6))
         for plot, image, values in zip(self.plots, self.images, (self.embedding, self.summed)):
             image.setImage(values, levels=(-limit, limit), autoLevels=False)
             plot.setRange(xRange=(0, d), yRange=(0, trace.n_tokens), padding=0)
         for ticks in self.dim_ticks:
             ticks.set_labels(numbers(d))
-        self.token_ticks.set_labels(self.labels)
+        self.plots[0].getAxis("left").set_labels(self.labels, columns=LABEL_COLUMNS + 4)
         self.plots[1].getAxis("left").setTicks([[], []])
         self.bar.setLevels((-limit, limit))
         rms_embed = float(np.sqrt(np.mean(self.embedding.astype(np.float64) ** 2)))
@@ -385,10 +385,9 @@ class RopePairsPage(_Page):
 
     def set_pair(self, pair: int) -> None:
         self.pair = int(pair)
-        for control in (self.pair_slider, self.pair_spin):
-            control.blockSignals(True)
-            control.setValue(self.pair)
-            control.blockSignals(False)
+        with qt_signals_blocked(self.pair_slider, self.pair_spin):
+            self.pair_slider.setValue(self.pair)
+            self.pair_spin.setValue(self.pair)
         self._draw_selected_pair()
         self._draw_small_box()
 
@@ -397,10 +396,9 @@ class RopePairsPage(_Page):
         m = selection.query_index(trace.n_tokens)
         self.pairs = pos.query_pairs(trace, selection.layer, selection.head, m)
         n_pairs = len(self.pairs.angle)
-        for control in (self.pair_slider, self.pair_spin):
-            control.blockSignals(True)
-            control.setRange(0, n_pairs - 1)
-            control.blockSignals(False)
+        with qt_signals_blocked(self.pair_slider, self.pair_spin):
+            self.pair_slider.setRange(0, n_pairs - 1)
+            self.pair_spin.setRange(0, n_pairs - 1)
         self.pair = min(self.pair, n_pairs - 1)
         self._draw_small_multiples()
         self.set_pair(self.pair)
@@ -671,6 +669,7 @@ class RelativePage(_Page):
 class PositionsPanel(Panel):
     title = "Positions"
     object_name = "positions"
+    empty_text = "Type a sentence to see how position gets into the model."
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -682,16 +681,13 @@ class PositionsPanel(Panel):
         for page in self.pages:
             self.tabs.addTab(page, page.tab_title)
         self.tabs.currentChanged.connect(lambda _: self._draw_visible())
-        self.empty = QLabel("Type a sentence to see how position gets into the model.")
-        self.empty.setAlignment(Qt.AlignCenter)
-        self.stack = QStackedWidget()
-        self.stack.addWidget(self.empty)
-        self.stack.addWidget(self.tabs)
-        layout = QVBoxLayout(self)
+        content = QWidget()
+        layout = QVBoxLayout(content)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
         layout.addLayout(self._build_selectors())
-        layout.addWidget(self.stack, 1)
+        layout.addWidget(self.tabs, 1)
+        self.set_content(content)
         self.refresh()
 
     def _build_selectors(self) -> QHBoxLayout:
@@ -716,15 +712,8 @@ class PositionsPanel(Panel):
         return row
 
     # ------------------------------------------------------------ drawing
-    def refresh(self) -> None:
-        trace = self.trace
-        self.stack.setCurrentWidget(self.empty if trace is None else self.tabs)
-        for widget in (self.layer_spin, self.head_spin, self.query_combo, self.key_combo):
-            widget.setEnabled(trace is not None)
-        if trace is None:
-            return
-        self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
-        self._sync_selectors(trace)
+    def draw(self) -> None:
+        self._sync_selectors(self.trace)
         for page in self.pages:
             page.stale = True
         self._draw_visible()
@@ -756,23 +745,19 @@ class PositionsPanel(Panel):
 
     def _sync_selectors(self, trace: Trace) -> None:
         sel, n = self.selection, trace.n_tokens
-        widgets = (self.layer_spin, self.head_spin, self.query_combo, self.key_combo)
-        for widget in widgets:
-            widget.blockSignals(True)
-        self.layer_spin.setRange(0, trace.num_layers - 1)
-        self.layer_spin.setValue(sel.layer)
-        self.head_spin.setRange(0, trace.num_heads - 1)
-        self.head_spin.setValue(sel.head)
-        if trace.tokens != self._token_labels or self.query_combo.count() != n:
-            items = [f"{i}: {label}" for i, label in enumerate(trace.labels())]
-            for combo in (self.query_combo, self.key_combo):
-                combo.clear()
-                combo.addItems(items)
-            self._token_labels = trace.tokens
-        self.query_combo.setCurrentIndex(sel.query_index(n))
-        self.key_combo.setCurrentIndex(sel.key_index(n))
-        for widget in widgets:
-            widget.blockSignals(False)
+        with qt_signals_blocked(self.layer_spin, self.head_spin, self.query_combo, self.key_combo):
+            self.layer_spin.setRange(0, trace.num_layers - 1)
+            self.layer_spin.setValue(sel.layer)
+            self.head_spin.setRange(0, trace.num_heads - 1)
+            self.head_spin.setValue(sel.head)
+            if trace.tokens != self._token_labels or self.query_combo.count() != n:
+                items = [f"{i}: {label}" for i, label in enumerate(trace.labels())]
+                for combo in (self.query_combo, self.key_combo):
+                    combo.clear()
+                    combo.addItems(items)
+                self._token_labels = trace.tokens
+            self.query_combo.setCurrentIndex(sel.query_index(n))
+            self.key_combo.setCurrentIndex(sel.key_index(n))
 
     # ------------------------------------------------------------ pages by name (tests, export)
     def page(self, figure_name: str) -> _Page:

@@ -21,12 +21,13 @@ from core.raw_export import csv_text
 from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
+from gui.text_fit import elide
 from gui.plotting import DIVERGING, MASKED_RGBA, SEQUENTIAL, colormap
 
 QUERY_TINT = QColor(255, 236, 179)    # the selected query row
 KEY_TINT = QColor(200, 225, 255)      # the selected key column (or this head's columns)
 BOTH_TINT = QColor(255, 205, 150)     # the selected cell itself
-MAX_HEADER_CHARS = 12
 FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
 
 
@@ -57,7 +58,7 @@ def with_gaps(indices: Sequence[int]) -> list[int | None]:
 def two_lines(label: str) -> str:
     """"12 ␣because" -> "12\n␣becau…": position above token, for a narrow column."""
     position, _, token = label.partition(" ")
-    return f"{position}\n{short(token, 7)}"
+    return f"{position}\n{elide(token, 7)}"
 
 
 def runs(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -69,10 +70,6 @@ def runs(indices: Sequence[int]) -> list[tuple[int, int]]:
         else:
             out.append((i, i))
     return out
-
-
-def short(label: str, limit: int = MAX_HEADER_CHARS) -> str:
-    return label if len(label) <= limit else label[: limit - 1] + "…"
 
 
 DISPLAY, TOOLTIP, BACKGROUND, ALIGNMENT = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
@@ -119,9 +116,9 @@ class WindowTableModel(QAbstractTableModel):
         self._hl_rows, self._hl_cols = hl_rows, hl_cols
         self._text = [[self._cell_text(r, c) for c in self._cols] for r in self._rows]
         self._tint = [[_tint(r in hl_rows, c in hl_cols) for c in self._cols] for r in self._rows]
-        column_header = two_lines if token_columns else short
+        column_header = two_lines if token_columns else elide
         self._headers = {Qt.Horizontal: [("…" if c is None else column_header(col_labels[c])) for c in self._cols],
-                         Qt.Vertical: [("⋮" if r is None else short(row_labels[r])) for r in self._rows]}
+                         Qt.Vertical: [("⋮" if r is None else elide(row_labels[r])) for r in self._rows]}
         if not same_shape:
             self.endResetModel()
         elif self._rows and self._cols:
@@ -216,10 +213,8 @@ class CompactTable(QTableView):
         model.headerDataChanged.connect(self._fit_row_header)
 
     def _fit(self) -> None:
+        self._set_column_widths()
         model = self.model()
-        default = self.horizontalHeader().defaultSectionSize()
-        for c in range(model.columnCount()):  # gap columns are narrow
-            self.setColumnWidth(c, 18 if model.is_gap_column(c) else default)
         lines = max((str(model.headerData(c, Qt.Horizontal) or "").count("\n") + 1
                      for c in range(model.columnCount())), default=1)
         if lines not in self._header_heights:  # QHeaderView.sizeHint walks every section: measure once per line count
@@ -227,6 +222,16 @@ class CompactTable(QTableView):
         self._header_height = self._header_heights[lines]
         self._update_content_width()
         self.setFixedHeight(self._content_height())
+
+    def _set_column_widths(self) -> None:
+        """Gap columns narrow; number columns 52 px, widened up to 1.8x to use the card's width."""
+        model, default = self.model(), self.horizontalHeader().defaultSectionSize()
+        gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
+        numbers = gaps.count(False)
+        room = self.width() - self._row_header_width() - 2 * self.frameWidth() - 18 * gaps.count(True)
+        width = int(min(max(default, room / max(numbers, 1)), 1.8 * default))
+        for c, gap in enumerate(gaps):
+            self.setColumnWidth(c, 18 if gap else width)
 
     def scroll_to_highlight(self) -> None:
         """A table wider than the card scrolls sideways to the selected key's column."""
@@ -265,6 +270,8 @@ class CompactTable(QTableView):
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            self._set_column_widths()
         self.setFixedHeight(self._content_height())  # the scroll bar comes and goes with the width
 
 
@@ -439,6 +446,8 @@ def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]
 class StepPanel(Panel):
     title = "Step by step"
     object_name = "step"
+    empty_text = ("No sentence yet. Type one above to see one attention head computed step by step, "
+                  "with this run's real numbers.")
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -455,6 +464,11 @@ class StepPanel(Panel):
             controls.addWidget(QLabel(name.capitalize()))
             controls.addWidget(combo)
         controls.addStretch(1)
+        self.step_index = QComboBox()
+        self.step_index.setToolTip("Jump to a step of the calculation")
+        self.step_index.activated.connect(self._jump_to_step)
+        controls.addWidget(QLabel("Go to"))
+        controls.addWidget(self.step_index)
         self.summary = _label(9)
         self._strip = QWidget()            # every card: what the step_by_step figure renders
         self._strip.setObjectName("step_strip")
@@ -467,11 +481,13 @@ class StepPanel(Panel):
         scroll = self._scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self._strip)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(4, 4, 4, 4)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(controls)
         layout.addWidget(self.summary)
         layout.addWidget(scroll, 1)
+        self.set_content(page)
         self.refresh()
 
     # ------------------------------------------------------------ selection in, selection out
@@ -494,25 +510,23 @@ class StepPanel(Panel):
         if change:
             self.sigSelect.emit(change)
 
+    def _jump_to_step(self, index: int) -> None:
+        keys = [step.key for step in self.calculation.steps] if self.calculation is not None else []
+        if 0 <= index < len(keys):
+            self._draw_cards()
+            self._scroll.verticalScrollBar().setValue(self._cards[keys[index]].y() - 8)
+
     # ------------------------------------------------------------ drawing
-    def refresh(self) -> None:
-        trace = self.trace
-        if trace is None:
-            self.calculation = None
-            self.summary.setText("No sentence yet. Type one above to see one attention head computed step by step, "
-                                 "with this run's real numbers.")
-            self._strip.setVisible(False)
-            for combo in self._combos.values():
-                combo.setEnabled(False)
-            return
-        sel = self.selection
-        layer, head = min(sel.layer, trace.num_layers - 1), min(sel.head, trace.num_heads - 1)
+    def clear(self) -> None:
+        self.calculation = None
+
+    def draw(self) -> None:
+        trace, sel = self.trace, self.selection
         query, key = sel.query_index(trace.n_tokens), sel.key_index(trace.n_tokens)
-        calc = head_calculation(trace, layer, head, query, key)
+        calc = head_calculation(trace, sel.layer, sel.head, query, key)
         self.calculation = calc
         self._update_combos(trace, calc)
         self.summary.setText(self._summary_text(trace, calc))
-        self._strip.setVisible(True)
         # Filling ~16 tables and heatmaps is the costly part: a panel hidden behind another dock tab
         # skips it until it is shown (or exported), so typing only pays for what is on screen.
         self._cards_stale = True
@@ -573,20 +587,20 @@ class StepPanel(Panel):
                 "for full precision, click one to select its tokens.")
 
     def _update_combos(self, trace, calc: HeadCalculation) -> None:
-        labels = [f"{i} {short(trace.label(i), 16)}" for i in range(trace.n_tokens)]
+        labels = [f"{i} {elide(trace.label(i), 16)}" for i in range(trace.n_tokens)]
         items = {"layer": [str(l) for l in range(trace.num_layers)],
                  "head": [str(h) for h in range(trace.num_heads)],
-                 "query": labels, "key": labels[: calc.query + 1]}
+                 "query": labels, "key": labels[: calc.query + 1],
+                 "step": [f"{number}. {step.title}" for number, step in enumerate(calc.steps, start=1)]}
         current = {"layer": calc.layer, "head": calc.head, "query": calc.query, "key": calc.key}
-        for name, combo in self._combos.items():
-            combo.setEnabled(True)
-            combo.blockSignals(True)
-            if self._combo_items.get(name) != tuple(items[name]):  # rebuilding 256 items each keystroke is waste
-                combo.clear()
-                combo.addItems(items[name])
-                self._combo_items[name] = tuple(items[name])
-            combo.setCurrentIndex(current[name])
-            combo.blockSignals(False)
+        for name, combo in {**self._combos, "step": self.step_index}.items():
+            with qt_signals_blocked(combo):
+                if self._combo_items.get(name) != tuple(items[name]):  # rebuilding 256 items each keystroke is waste
+                    combo.clear()
+                    combo.addItems(items[name])
+                    self._combo_items[name] = tuple(items[name])
+                if name in current:
+                    combo.setCurrentIndex(current[name])
 
     # ------------------------------------------------------------ export
     def figures(self) -> list[Figure]:

@@ -1,0 +1,115 @@
+"""The numbers behind the Attention panel, Qt-free: colour scales, hover text and CSV tables.
+
+`trace.layers[l].attn` [H, T, T] holds probabilities (row = query, column = key). The first query
+row is always exactly [1, 0, 0, ...] (the first token can only attend to itself), so it is left
+out of every colour scale's maximum: otherwise one cell would set the scale of the whole head.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from core.raw_export import csv_text, matrix_csv_text
+from core.trace import Trace
+
+
+@dataclass(frozen=True)
+class ScaleMode:
+    key: str        # stable id: "shared", "head", "fixed"
+    choice: str     # what the user picks from
+    bar_label: str  # the colour bar's label
+
+
+SCALE_MODES: tuple[ScaleMode, ...] = (
+    ScaleMode("shared", "Shared scale (all heads)", "attention weight · same scale for all heads"),
+    ScaleMode("head", "Per-head scale", "attention weight · scaled per head"),
+    ScaleMode("fixed", "Fixed 0 – 1", "attention weight (probability)"),
+)
+SCALE_HELP = ("Shared: 0 to the largest weight of any head, the same colours for every head.\n"
+              "Per head: 0 to the largest weight of each head, to see patterns in flat heads.\n"
+              "The first query row is left out of the maximum: the first token can only attend to\n"
+              "itself, so its weight is always 1 (drawn in the top colour).")
+
+
+def scale_mode(key: str) -> ScaleMode:
+    return next(mode for mode in SCALE_MODES if mode.key == key)
+
+
+def causal_mask(n_tokens: int) -> np.ndarray:  # -> [T, T] bool, True where key > query
+    return np.triu(np.ones((n_tokens, n_tokens), dtype=bool), k=1)
+
+
+def head_maxima(trace: Trace) -> np.ndarray:  # -> [L, H]
+    """The largest weight of each head, leaving out query 0 (always exactly 1)."""
+    if trace.n_tokens < 2:
+        return np.ones((trace.num_layers, trace.num_heads))
+    return np.stack([np.maximum(layer.attn[:, 1:, :].max(axis=(1, 2)), 1e-6) for layer in trace.layers])
+
+
+@dataclass(frozen=True)
+class AttentionScale:
+    """The colour scale of every head: each runs from 0 to tops[l, h]."""
+    mode: ScaleMode
+    tops: np.ndarray   # [L, H]
+
+    def levels(self, layer: int, head: int) -> tuple[float, float]:
+        return 0.0, float(self.tops[layer, head])
+
+    @property
+    def caption(self) -> str:
+        """What the thumbnails' colours mean, for the grid's title (it has no colour bar)."""
+        if self.mode.key == "fixed":
+            return "colours 0 – 1"
+        if self.mode.key == "shared":
+            return f"one colour scale 0 – {self.tops.max():.2f}"
+        return "each head scaled 0 – its own largest weight"
+
+
+def attention_scale(maxima: np.ndarray, mode_key: str) -> AttentionScale:  # [L, H] -> scale
+    """The scale for a mode from the heads' maxima (head_maxima, computed once per trace)."""
+    mode = scale_mode(mode_key)
+    if mode.key == "fixed":
+        tops = np.ones_like(maxima)
+    elif mode.key == "shared":
+        tops = np.full_like(maxima, maxima.max())
+    else:
+        tops = np.asarray(maxima).copy()
+    tops.setflags(write=False)
+    return AttentionScale(mode, tops)
+
+
+def cell_text(trace: Trace, layer: int, head: int, query: int, key: int) -> str:
+    """'query → key: weight' and the pre-softmax score, for one cell of one head."""
+    pair = f"#{query} {trace.label(query)} → #{key} {trace.label(key)}"
+    if key > query:
+        return f"{pair}: masked (a query never sees later keys)"
+    weight = float(trace.layers[layer].attn[head, query, key])
+    score = float(trace.layers[layer].scores[head, query, key])
+    return f"{pair}: weight {weight:.4f} · score {score:.3f} (before softmax)"
+
+
+def numbered_labels(trace: Trace) -> list[str]:
+    """'3:cat': positions keep repeated tokens apart in CSV headers."""
+    return [f"{i}:{label}" for i, label in enumerate(trace.labels())]
+
+
+def long_csv(trace: Trace, layers: Sequence[int], heads: Sequence[int]) -> str:
+    """One row per (layer, head, query, key ≤ query): the weight and the pre-softmax score."""
+    labels = trace.labels()
+    queries, keys = np.tril_indices(trace.n_tokens)
+    rows: list[tuple] = [("layer", "head", "query", "query_token", "key", "key_token", "weight", "score")]
+    for l in layers:
+        attn, scores = trace.layers[l].attn, trace.layers[l].scores
+        for h in heads:
+            weights, raw = attn[h][queries, keys], scores[h][queries, keys]
+            rows += [(l, h, int(q), labels[q], int(k), labels[k], repr(float(w)), repr(float(s)))
+                     for q, k, w, s in zip(queries, keys, weights, raw)]
+    return csv_text(rows)
+
+
+def head_csv(trace: Trace, layer: int, head: int, field: str = "attn") -> str:
+    """One head's [T, T] matrix of `field` ("attn" or "scores"), queries down, keys across."""
+    labels = numbered_labels(trace)
+    return matrix_csv_text(getattr(trace.layers[layer], field)[head], labels, labels, "query \\ key")

@@ -1,0 +1,158 @@
+"""The numbers behind the Tokens panel, Qt-free: the token chips and the replay of the BPE merges.
+
+The replay starts from the sentence as bytes (step 0); step k shows the pieces after the model's
+k-th merge (lowest rank first, applied everywhere it occurs), as the first seed does by hand for
+订单. Merges never cross a pre-token boundary (a word, a number, a run of spaces), so the pieces
+that start one are marked: the panel leaves a wider gap before them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from core.raw_export import csv_text
+from core.tokenizer import Tokenization, display_piece, piece_to_bytes
+from core.trace import Trace
+
+FRAGMENT_MARK = "‹"   # display_piece writes bytes that are part of a character as ‹e8 ae›
+
+
+@dataclass(frozen=True)
+class TokenChip:
+    """One token as a chip: its readable piece, id and half-open byte span [start, end)."""
+    piece: str
+    id: int
+    byte_span: tuple[int, int] | None   # None: the token was appended by id, not typed
+    fragment: bool                      # holds only part of a character's bytes
+    gap_before: bool                    # starts a new pre-token (word)
+
+    @property
+    def lines(self) -> tuple[str, str, str]:
+        span = "bytes —" if self.byte_span is None else f"bytes {self.byte_span[0]}–{self.byte_span[1]}"
+        return self.piece, f"id {self.id}", span
+
+
+def token_chips(trace: Trace) -> tuple[TokenChip, ...]:
+    tok = trace.tokenization
+    if tok is None:   # tokens appended by id: no byte spans
+        return tuple(TokenChip(label, int(i), None, FRAGMENT_MARK in label, False)
+                     for label, i in zip(trace.labels(), trace.input_ids))
+    words = MergeReplay(tok).word_start_bytes
+    return tuple(TokenChip(t.display, t.id, (t.byte_start, t.byte_end), FRAGMENT_MARK in t.display,
+                           t.byte_start in words) for t in tok.tokens)
+
+
+def tokens_csv(trace: Trace | None) -> str:
+    """One row per token: position, id, readable piece, byte and character spans, UTF-8 bytes in hex."""
+    rows: list[list] = [["position", "id", "piece", "byte_start", "byte_end", "char_start", "char_end",
+                         "utf8_hex"]]
+    if trace is not None and trace.tokenization is not None:
+        rows += [[i, t.id, t.display, t.byte_start, t.byte_end, t.char_start, t.char_end, t.raw.hex(" ")]
+                 for i, t in enumerate(trace.tokenization.tokens)]
+    elif trace is not None:
+        rows += [[i, int(token_id), trace.label(i), "", "", "", "", ""] for i, token_id in enumerate(trace.input_ids)]
+    return csv_text(rows)
+
+
+@lru_cache(maxsize=8192)
+def shown_piece(piece: str) -> str:
+    """A vocab piece out of context, readable (cached: the replay shows the same pieces again and again)."""
+    return display_piece(piece)
+
+
+@lru_cache(maxsize=8192)
+def _piece_byte_length(piece: str) -> int:
+    return len(piece_to_bytes(piece))
+
+
+@dataclass(frozen=True)
+class ReplayPiece:
+    text: str          # readable
+    fresh: bool        # made by this step's merge
+    gap_before: bool   # starts a pre-token
+
+
+@dataclass(frozen=True)
+class ReplayStep:
+    index: int                       # 0: bytes; k: after the k-th merge
+    caption: str
+    pieces: tuple[ReplayPiece, ...]
+
+
+@dataclass(frozen=True)
+class MergeReplay:
+    tokenization: Tokenization
+
+    @property
+    def n_steps(self) -> int:
+        return len(self.tokenization.steps)
+
+    def pieces_at(self, step: int) -> tuple[str, ...]:
+        """Step 0: one piece per byte; step k: the pieces after the k-th merge."""
+        tok = self.tokenization
+        return tok.initial_pieces if step == 0 else tok.steps[step - 1].pieces
+
+    def _byte_length(self, piece: str) -> int:
+        if piece in self.tokenization.special_pieces:
+            return len(piece.encode("utf-8"))
+        return _piece_byte_length(piece)
+
+    def starts(self, pieces) -> list[int]:
+        """Byte offset where each piece starts in the sentence's UTF-8."""
+        starts, offset = [], 0
+        for piece in pieces:
+            starts.append(offset)
+            offset += self._byte_length(piece)
+        return starts
+
+    @cached_property
+    def word_start_bytes(self) -> frozenset[int]:
+        """Byte offsets where a pre-token begins; merges never cross them."""
+        starts = self.starts(self.tokenization.initial_pieces)
+        return frozenset(starts[i] for i in self.tokenization.word_starts if i < len(starts))
+
+    def fresh(self, step: int) -> list[bool]:
+        """For each piece after `step`, whether that step's merge created it."""
+        pieces = self.pieces_at(step)
+        if step == 0:
+            return [False] * len(pieces)
+        previous = self.pieces_at(step - 1)
+        before = dict(zip(self.starts(previous), previous))
+        merged = self.tokenization.steps[step - 1].merged
+        return [piece == merged and before.get(start) != piece for start, piece in zip(self.starts(pieces), pieces)]
+
+    def caption(self, step: int) -> str:
+        pieces = self.pieces_at(step)
+        if step == 0:
+            return f"Step 0 of {self.n_steps}: the sentence as {len(pieces)} bytes, before any merge"
+        s = self.tokenization.steps[step - 1]
+        return (f"Step {step} of {self.n_steps}: merge rank {s.rank}: ‘{display_piece(s.left)}’ + "
+                f"‘{display_piece(s.right)}’ → ‘{display_piece(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
+
+    def step(self, step: int) -> ReplayStep:
+        pieces = self.pieces_at(step)
+        shown = self.tokenization.display_pieces(pieces)
+        words = self.word_start_bytes
+        return ReplayStep(step, self.caption(step), tuple(
+            ReplayPiece(text, new, start in words)
+            for text, new, start in zip(shown, self.fresh(step), self.starts(pieces))))
+
+    def entries(self) -> list[str]:
+        """One line per step for the step list: number, rank, the two pieces merged, how often."""
+        return ["0  bytes"] + [f"{k}  #{s.rank}  {shown_piece(s.left)} + {shown_piece(s.right)}  ×{s.count}"
+                               for k, s in enumerate(self.tokenization.steps, start=1)]
+
+    def csv(self) -> str:
+        """One row per step: the merge applied and every piece after it (readable form, | between pieces)."""
+        tok = self.tokenization
+        rows: list[list] = [["step", "rank", "left", "right", "merged", "count", "n_pieces", "pieces"]]
+        initial = tok.display_pieces(tok.initial_pieces)
+        rows.append([0, "", "", "", "", "", len(initial), " | ".join(initial)])
+        for k, s in enumerate(tok.steps, start=1):
+            shown = tok.display_pieces(s.pieces)
+            rows.append([k, s.rank, display_piece(s.left), display_piece(s.right), display_piece(s.merged),
+                         s.count, len(shown), " | ".join(shown)])
+        return csv_text(rows)
+
+
+EMPTY_REPLAY_CSV = csv_text([["step", "rank", "left", "right", "merged", "count", "n_pieces", "pieces"]])

@@ -1,0 +1,122 @@
+"""An axis that names tokens (or any rows) at cell centres, thinned to the pixels available at any zoom.
+
+Every label is shown while a row is at least a legible line of text; below that every n-th
+(multiples of n, so labels stay put while scrolling). A bottom axis turns its labels upright
+(reading upwards, ending at the axis) when they do not fit side by side; the space marker "␣"
+that starts many labels stays upright, as a turned "␣" reads as "]".
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QFontMetricsF
+
+from gui.fonts import ui_font
+from gui.text_fit import LABEL_COLUMNS, elide
+
+SPACE_MARK = "␣"
+LEGIBLE_PITCH = 0.85   # a row at least this many text-line heights tall gets its own label
+
+
+class TokenAxis(pg.AxisItem):
+    def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5) -> None:
+        """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars)."""
+        super().__init__(orientation)
+        self._offset = offset
+        self._labels: list[str] = []
+        self._upright: list[tuple[float, float, str]] = []  # (x, y, text) drawn turned by -90°
+        self._widest = 0.0
+        self.setTickFont(ui_font(point_size))
+        self.setStyle(tickLength=4, hideOverlappingLabels=False)
+        if orientation in ("left", "right"):   # sized by set_labels: no relayout after the first paint
+            self.setStyle(autoExpandTextSpace=False)
+
+    def set_labels(self, labels: Sequence[str], columns: int | None = LABEL_COLUMNS) -> None:
+        """The label of each row; longer than `columns` (CJK counts double) they are elided (None: never)."""
+        self._labels = list(labels) if columns is None else [elide(label, columns) for label in labels]
+        metrics = self._metrics()
+        self._widest = max((metrics.horizontalAdvance(label) for label in self._labels), default=0.0)
+        if self.orientation in ("left", "right"):   # width for every label, not only those shown now
+            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6))
+        self.picture = None
+        self.update()
+
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    def _metrics(self) -> QFontMetricsF:
+        return QFontMetricsF(self.style["tickFont"])
+
+    def label_step(self, pixels_per_row: float) -> int:
+        """1: every row labelled; n: every n-th, when rows are lower than a legible line."""
+        return max(1, math.ceil(self._metrics().height() * LEGIBLE_PITCH / max(pixels_per_row, 1e-9)))
+
+    def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802 (pyqtgraph's name)
+        low, high = sorted((minVal, maxVal))
+        first = max(0, math.ceil(low - self._offset))
+        last = min(len(self._labels) - 1, math.floor(high - self._offset))
+        if last < first or size <= 0:
+            return []
+        step = self.label_step(size / max(high - low, 1e-9))
+        start = math.ceil(first / step) * step
+        return [(step, [i + self._offset for i in range(start, last + 1, step)])]
+
+    def tickStrings(self, values, scale, spacing):  # noqa: N802
+        return [self._labels[int(v)] if 0 <= int(v) < len(self._labels) else "" for v in values]
+
+    def generateDrawSpecs(self, p):  # noqa: N802
+        specs = super().generateDrawSpecs(p)
+        self._upright = []
+        if specs is None or self.orientation != "bottom" or not self._labels:
+            return specs
+        axis_spec, tick_specs, text_specs = specs
+        positions = sorted({float(tick[1].x()) for tick in tick_specs})
+        spacing = min((b - a for a, b in zip(positions, positions[1:])), default=math.inf)
+        if self._widest + 6 <= spacing:
+            self._fit_height(None)
+            return specs
+        # Upright labels: map each tick's x back to its row, as the base class mapped it forward.
+        bounds = self.mapRectFromParent(self.geometry())
+        low, high = self.range
+        top = bounds.top() + max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
+        for x in positions:
+            index = int(math.floor(low + (x - bounds.left()) * (high - low) / max(bounds.width(), 1e-9)))
+            if 0 <= index < len(self._labels):
+                self._upright.append((x, top, self._labels[index]))
+        self._fit_height(self._widest)
+        return axis_spec, tick_specs, []
+
+    def _fit_height(self, text_width: float | None) -> None:
+        """Room for upright labels (text_width) or the base class's automatic height (None)."""
+        wanted = None
+        if text_width is not None:
+            label_height = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
+            wanted = int(text_width + self.style["tickTextOffset"][1] + 4 + label_height)
+        if wanted != self.fixedHeight:
+            self.setHeight(wanted)
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802
+        super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+        if not self._upright:
+            return
+        metrics = self._metrics()
+        height = metrics.height()
+        width = self._widest + 2
+        p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        for x, y, text in self._upright:
+            word = text.lstrip(SPACE_MARK)
+            marks = len(text) - len(word)
+            p.save()
+            p.translate(x, y)
+            p.rotate(-90)  # text runs upwards and ends at the axis
+            p.drawText(QRectF(-width, -height / 2, width, height),
+                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), word)
+            p.restore()
+            if marks:   # the space marker, upright, just above the word
+                mark = SPACE_MARK * marks
+                p.drawText(QPointF(x - metrics.horizontalAdvance(mark) / 2,
+                                   y + metrics.horizontalAdvance(word) + metrics.ascent()), mark)
