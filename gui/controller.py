@@ -19,6 +19,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from core.bundle import Bundle, load_bundle
+from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import analyse, prepare_text, run_ids
@@ -41,6 +42,7 @@ class SentenceState:
 class RunResult:
     trace: Trace
     parity: float | None = None   # largest ONNX <-> NumPy difference when the backend is "both"
+    reference: Trace | None = None   # the NumPy trace of the same ids when the backend is "both"
 
 
 class Runners:
@@ -99,7 +101,7 @@ def run_with_backend(runners: Runners, backend: str, state: SentenceState, **int
     if backend != "both":
         return RunResult(once(backend))
     onnx_trace, numpy_trace = once("onnx"), once("numpy")
-    return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace))
+    return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace), numpy_trace)
 
 
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings) -> list[int]:
@@ -128,6 +130,7 @@ class Controller(QObject):
     sigTextReplaced = Signal(str)         # the sentence changed by an append/generate/undo (not typing)
     sigBundleChanged = Signal(object)     # Bundle
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job
+    sigReferenceTrace = Signal(object)    # the NumPy Trace behind the parity badge (None), before sigTraceChanged
 
     _sigSubmit = Signal(int, object, object)
 
@@ -262,11 +265,12 @@ class Controller(QObject):
             self._show(None, None)   # empty text: an empty state, not an error
             return
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state),
-                          lambda result: self._show(result.trace, result.parity),
+                          lambda result: self._show(result.trace, result.parity, result.reference),
                           self._report_error, lambda: generation != self.generation))
 
-    def _show(self, trace: Trace | None, parity: float | None) -> None:
+    def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
         self.trace, self.parity = trace, parity
+        self.sigReferenceTrace.emit(reference)
         if trace is not None:
             self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
         self.sigTraceChanged.emit(trace)
@@ -328,6 +332,10 @@ class Controller(QObject):
         panel.sigGenerate.connect(self.generate)
         panel.sigRequestVariant.connect(partial(self.request_variant, panel))
         panel.sigHoverText.connect(self.sigHighlight)
+        if hasattr(panel, "set_reference_trace"):   # the parity panel compares both backends' traces
+            self.sigReferenceTrace.connect(panel.set_reference_trace)
+        if hasattr(panel, "sigRequestProbe"):       # the head-roles panel's probe runs the model
+            panel.sigRequestProbe.connect(partial(self.request_probe, panel))
 
     def select(self, changes: dict) -> None:
         known = {k: v for k, v in changes.items() if k in ("layer", "head", "query", "key")}
@@ -365,6 +373,17 @@ class Controller(QObject):
             return
         run = partial(run_with_backend, self._runners, backend, state, **dict(interventions or {}))
         self._submit(_Job(lambda: run().trace, answer, failed, stale, counts_as_busy=False), job_id=job_id)
+
+    def request_probe(self, panel) -> None:
+        """Score every head on the bundle's fixed probe (core.head_roles.probe_roles); answer panel.set_probe."""
+        runners, backend = self._runners, "onnx" if self._backend == "both" else self._backend
+
+        def answer(roles) -> None:
+            if _alive(panel):
+                panel.set_probe(roles)
+
+        self._submit(_Job(lambda: probe_roles(runners.get(backend)), answer, self._report_error,
+                          lambda: runners is not self._runners, counts_as_busy=False))
 
     # ------------------------------------------------------------ the worker
     def _submit(self, job: _Job, job_id: int | None = None) -> None:

@@ -12,4 +12,5 @@ def panel_classes() -> list[type]:
     from gui.panels.positions_panel import PositionsPanel; classes.append(PositionsPanel)  # noqa: E702
     from gui.panels.moe_panel import MoePanel; classes.append(MoePanel)  # noqa: E702
     from gui.panels.step_panel import StepPanel; classes.append(StepPanel)  # noqa: E702
+    from gui.panels.head_roles_panel import HeadRolesPanel; classes.append(HeadRolesPanel)  # noqa: E702
     return classes
