@@ -18,6 +18,7 @@ from core.attribution import HELD_FIXED, Attribution, direct_logit_attribution
 from core.raw_export import csv_text
 from core.readouts import default_target
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.figure_frame import figure_frame
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -71,12 +72,6 @@ class AttributionPanel(Panel):
             controls.addWidget(box)
         controls.addStretch(1)
 
-        self.figure_box = QWidget()
-        self.figure_box.setAutoFillBackground(True)
-        palette = self.figure_box.palette()
-        palette.setColor(self.figure_box.backgroundRole(), QColor("white"))
-        palette.setColor(self.figure_box.foregroundRole(), QColor("black"))
-        self.figure_box.setPalette(palette)
         self.header = QLabel()
         self.header.setFont(ui_font(bold=True))
         self.header.setWordWrap(True)
@@ -96,10 +91,7 @@ class AttributionPanel(Panel):
         self.legend.setWordWrap(True)
         self.held_fixed = QLabel(HELD_FIXED)
         self.held_fixed.setWordWrap(True)
-        box = QVBoxLayout(self.figure_box)
-        box.setContentsMargins(6, 6, 6, 6)
-        for widget, stretch in ((self.header, 0), (self.chart, 1), (self.legend, 0), (self.held_fixed, 0)):
-            box.addWidget(widget, stretch)
+        self.figure_box = figure_frame(self.header, self.chart, self.legend, self.held_fixed, stretch=1)
 
         page = QWidget()
         layout = QVBoxLayout(page)

@@ -20,6 +20,7 @@ from core.raw_export import csv_text
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
+from gui.figure_frame import figure_frame
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
 
@@ -79,14 +80,14 @@ class HeadRolesPanel(Panel):
 
         self.header = QLabel()
         self.header.setWordWrap(True)
-        self.table_box = QWidget()                   # what the table figure exports: table and definitions
-        self.table = QTableWidget(self.table_box)
-        self.definitions = QLabel(self.table_box)
-        self.evidence_box = QWidget()                # what the evidence figure exports: title and heatmap
-        self.evidence_title = QLabel(self.evidence_box)
-        self.evidence_view = pg.GraphicsLayoutWidget(self.evidence_box)
+        self.table = QTableWidget()
+        self.definitions = QLabel()
+        self.evidence_title = QLabel()
+        self.evidence_view = pg.GraphicsLayoutWidget()
         self._build_table()
         self._build_evidence()
+        self.table_box = figure_frame(self.table, self.definitions, stretch=0)       # the table figure
+        self.evidence_box = figure_frame(self.evidence_title, self.evidence_view, stretch=1)
 
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -99,7 +100,6 @@ class HeadRolesPanel(Panel):
 
     # ---------------------------------------------------------------- building (once)
     def _build_table(self) -> None:
-        _white_background(self.table_box)
         columns = ["head"] + [f"{ROLE_TITLES[role]}\n{source}" for role in ROLE_NAMES for source in SOURCES]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
@@ -122,13 +122,8 @@ class HeadRolesPanel(Panel):
                                  + "<br><b>probe</b>: the same scores on the bundle's fixed probe, random tokens "
                                    "repeated (as <i>main.py eval</i> measures induction), averaged over its "
                                    "sequences.")
-        box = QVBoxLayout(self.table_box)
-        box.setContentsMargins(4, 4, 4, 4)
-        box.addWidget(self.table, 1)
-        box.addWidget(self.definitions)
 
     def _build_evidence(self) -> None:
-        _white_background(self.evidence_box)
         self.evidence_title.setWordWrap(True)
         self.evidence_title.setFont(ui_font(bold=True))
         self.evidence = Heatmap("key token (attended to) →", "query token (attending) ↓")
@@ -137,10 +132,6 @@ class HeadRolesPanel(Panel):
         self.evidence_outline = self.evidence.add_outline(EVIDENCE_PEN, 2)
         self.evidence.sigCellClicked.connect(
             lambda query, key: self.sigSelect.emit({"query": query, "key": key if key <= query else None}))
-        box = QVBoxLayout(self.evidence_box)
-        box.setContentsMargins(4, 4, 4, 4)
-        box.addWidget(self.evidence_title)
-        box.addWidget(self.evidence_view, 1)
 
     # ---------------------------------------------------------------- the probe (from the controller)
     @staticmethod
@@ -279,11 +270,3 @@ class HeadRolesPanel(Panel):
                          self.trace.label(int(key)), repr(float(attn[query, key]))))
         return csv_text(rows)
 
-
-def _white_background(widget: QWidget) -> None:
-    """Figures print on white whatever the desktop theme."""
-    widget.setAutoFillBackground(True)
-    palette = widget.palette()
-    palette.setColor(widget.backgroundRole(), QColor("white"))
-    palette.setColor(widget.foregroundRole(), QColor("black"))
-    widget.setPalette(palette)

@@ -22,6 +22,7 @@ from core.readouts import default_target
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
+from gui.figure_frame import figure_frame
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -88,7 +89,6 @@ class LogitLensPanel(Panel):
 
     # ---------------------------------------------------------------- building (once)
     def _build(self) -> QWidget:
-        self.heatmap_box = _white_box()
         self.heatmap_title = QLabel(
             "Logit lens: the final RMSNorm and LM head applied to the residual stream after every stage. "
             "Colour: probability of that stage's top token; label: the token. Click a column to select "
@@ -104,7 +104,7 @@ class LogitLensPanel(Panel):
         self.heatmap.addItem(self.cell_labels)
         self.position_mark = self.heatmap.add_outline(MARK_COLOUR, 2.5)
         self.heatmap.sigCellClicked.connect(lambda stage, position: self.sigSelect.emit({"query": position}))
-        _stack(self.heatmap_box, self.heatmap_title, self.view)
+        self.heatmap_box = figure_frame(self.heatmap_title, self.view, stretch=1)
 
         self.target_box = QSpinBox()
         self.target_box.setRange(TOP_TOKEN, 0)
@@ -117,7 +117,6 @@ class LogitLensPanel(Panel):
         controls.addWidget(self.target_box)
         controls.addStretch(1)
 
-        self.position_box = _white_box()
         self.position_title = QLabel()
         self.position_title.setFont(ui_font(bold=True))
         self.position_title.setWordWrap(True)
@@ -131,7 +130,7 @@ class LogitLensPanel(Panel):
         self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.formation = QLabel()
         self.formation.setWordWrap(True)
-        _stack(self.position_box, self.position_title, self.table, self.formation)
+        self.position_box = figure_frame(self.position_title, self.table, self.formation, stretch=1)
 
         page = QWidget()
         layout = QVBoxLayout(page)
@@ -239,20 +238,3 @@ def _column_path(column: int, rows: int) -> QPainterPath:
     path.addRect(QRectF(column, 0, 1, rows))
     return path
 
-
-def _white_box() -> QWidget:
-    """A figure's frame: white whatever the desktop theme, so exports print alike."""
-    box = QWidget()
-    box.setAutoFillBackground(True)
-    palette = box.palette()
-    palette.setColor(box.backgroundRole(), QColor("white"))
-    palette.setColor(box.foregroundRole(), QColor("black"))
-    box.setPalette(palette)
-    return box
-
-
-def _stack(box: QWidget, *widgets: QWidget) -> None:
-    layout = QVBoxLayout(box)
-    layout.setContentsMargins(4, 4, 4, 4)
-    for widget in widgets:
-        layout.addWidget(widget)
