@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QAbstractScrollArea, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
+from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from core.head_roles import ROLE_DEFINITIONS, ROLE_NAMES, HeadRoles, sentence_roles
@@ -20,7 +20,7 @@ from core.raw_export import csv_text
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
-from gui.figure_frame import figure_frame
+from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
 
@@ -84,6 +84,7 @@ class HeadRolesPanel(Panel):
         self.definitions = QLabel()
         self.evidence_title = QLabel()
         self.evidence_view = pg.GraphicsLayoutWidget()
+        self.evidence_view.setMinimumHeight(300)
         self._build_table()
         self._build_evidence()
         self.table_box = figure_frame(self.table, self.definitions, stretch=0)       # the table figure
@@ -93,9 +94,9 @@ class HeadRolesPanel(Panel):
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.header)
-        layout.addWidget(self.table_box, 3)
-        layout.addWidget(self.evidence_box, 2)
-        self.set_content(page)
+        layout.addWidget(self.table_box)
+        layout.addWidget(self.evidence_box, 1)
+        self.set_content(scrolling(page))
         self.refresh()
 
     # ---------------------------------------------------------------- building (once)
@@ -113,7 +114,6 @@ class HeadRolesPanel(Panel):
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectItems)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setSortingEnabled(True)
-        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.table.cellClicked.connect(self._on_cell_clicked)
         self.definitions.setWordWrap(True)
         self.definitions.setTextFormat(Qt.TextFormat.RichText)
@@ -159,7 +159,7 @@ class HeadRolesPanel(Panel):
         if self._roles_trace is not self.trace:   # a selection change keeps the scores
             self.roles, self._roles_trace = sentence_roles(self.trace), self.trace
         self.header.setText(self._header_text())
-        if self._table_shows != (self.roles, self.probe):
+        if not _same(self._table_shows, (self.roles, self.probe)):
             self._fill_table()
         self._mark_selected_head()
         self._draw_evidence()
@@ -183,6 +183,7 @@ class HeadRolesPanel(Panel):
                 for j, source in enumerate(SOURCES):
                     self.table.setItem(row, 1 + 2 * i + j, self._score_item(layer, head, role, source))
         self.table.setSortingEnabled(True)
+        show_every_row(self.table)
         self._table_shows = (self.roles, self.probe)
 
     def _mark_selected_head(self) -> None:
@@ -270,3 +271,7 @@ class HeadRolesPanel(Panel):
                          self.trace.label(int(key)), repr(float(attn[query, key]))))
         return csv_text(rows)
 
+
+def _same(drawn: tuple | None, now: tuple) -> bool:
+    """Whether what was drawn came from these very objects (identity: their arrays have no single ==)."""
+    return drawn is not None and all(a is b for a, b in zip(drawn, now))

@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QFontMetricsF, QPainterPath
-from PySide6.QtWidgets import (QAbstractItemView, QAbstractScrollArea, QHBoxLayout, QHeaderView, QLabel,
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from core.logit_lens import TOP_K, LogitLens, logit_lens, stage_label
@@ -22,7 +22,7 @@ from core.readouts import default_target
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
-from gui.figure_frame import figure_frame
+from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -95,6 +95,7 @@ class LogitLensPanel(Panel):
             "that position.")
         self.heatmap_title.setWordWrap(True)
         self.view = pg.GraphicsLayoutWidget()
+        self.view.setMinimumHeight(300)
         self.heatmap = Heatmap("position (the token read) →", "stage ↓")
         self.heatmap.setMouseEnabled(x=False, y=False)
         self.view.addItem(self.heatmap)
@@ -127,7 +128,6 @@ class LogitLensPanel(Panel):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
         self.formation = QLabel()
         self.formation.setWordWrap(True)
         self.position_box = figure_frame(self.position_title, self.table, self.formation, stretch=1)
@@ -135,10 +135,10 @@ class LogitLensPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.heatmap_box, 3)
+        layout.addWidget(self.heatmap_box, 1)
         layout.addLayout(controls)
-        layout.addWidget(self.position_box, 2)
-        return page
+        layout.addWidget(self.position_box)
+        return scrolling(page)
 
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:
@@ -182,6 +182,7 @@ class LogitLensPanel(Panel):
                 if 1 <= column <= TOP_K and int(ids[s, column - 1]) == target:
                     item.setBackground(QColor("#fff1b8"))   # the target among the top 5
                 self.table.setItem(s, column, item)
+        show_every_row(self.table)
         self.formation.setText(self._formation_text())
 
     def _formation_text(self) -> str:

@@ -140,7 +140,7 @@ class ParityPanel(Panel):
         if pair is None:
             self.clear()
             return
-        if self._report_of != pair:
+        if self._report_of is None or any(a is not b for a, b in zip(self._report_of, pair)):
             self.rows, self._report_of = parity_report(*pair), pair
             self.field = max(self.rows, key=lambda row: row.ratio).field
             self._fill_table()
