@@ -279,3 +279,13 @@ def test_main_window_gives_the_readout_panels_both_traces_the_probe_and_their_cl
     qtbot.waitUntil(lambda: not window.controller.busy() and window.controller.parity is None, timeout=WAIT_MS)
     parity = show_dock(window, "parity")
     assert parity.need_both.isVisible()
+
+
+def test_hovering_a_logit_lens_cell_names_its_top_token(show, trace):
+    panel = show(LogitLensPanel())
+    panel.set_trace(trace)
+    panel.heatmap.sigCellHovered.emit((len(panel.lens.stage_names) - 1, 3))
+    top = int(trace.logits[3].argmax())
+    assert f"“{trace.vocab_label(top)}”" in panel.view.toolTip() and "position 3" in panel.view.toolTip()
+    panel.heatmap.sigCellHovered.emit(None)
+    assert panel.view.toolTip() == ""

@@ -105,6 +105,7 @@ class LogitLensPanel(Panel):
         self.heatmap.addItem(self.cell_labels)
         self.position_mark = self.heatmap.add_outline(MARK_COLOUR, 2.5)
         self.heatmap.sigCellClicked.connect(lambda stage, position: self.sigSelect.emit({"query": position}))
+        self.heatmap.sigCellHovered.connect(self._on_cell_hovered)
         self.heatmap_box = figure_frame(self.heatmap_title, self.view, stretch=1)
 
         self.target_box = QSpinBox()
@@ -194,6 +195,17 @@ class LogitLensPanel(Panel):
             return f"{token} is the top token from the embedding on: no layer changes the winner."
         return (f"{token} becomes the top token at “{stage_label(self.lens.stage_names[stage])}” "
                 f"and stays on top to the end: that is where the prediction forms.")
+
+    # ---------------------------------------------------------------- user input
+    def cell_text(self, stage: int, position: int) -> str:
+        """What a cell stands for, in words (its label may be elided or, in small cells, not drawn)."""
+        p = self.lens.probs[stage, position]
+        top = int(p.argmax())
+        return (f"{stage_label(self.lens.stage_names[stage])}, after “{self.trace.label(position)}” "
+                f"(position {position}): top token “{self.trace.vocab_label(top)}” {format_probability(float(p[top]))}")
+
+    def _on_cell_hovered(self, cell) -> None:
+        self.view.setToolTip("" if cell is None or self.lens is None else self.cell_text(*cell))
 
     # ---------------------------------------------------------------- export
     def figures(self) -> list[Figure]:
