@@ -63,8 +63,8 @@ class AttentionScale:
         if self.mode.key == "fixed":
             return "colours 0 – 1"
         if self.mode.key == "shared":
-            return f"one colour scale 0 – {self.tops.max():.2f}"
-        return "each head scaled 0 – its own largest weight"
+            return f"one scale 0 – {self.tops.max():.2f}"
+        return "each head 0 – its own largest weight"
 
 
 def attention_scale(maxima: np.ndarray, mode_key: str) -> AttentionScale:  # [L, H] -> scale

@@ -269,9 +269,11 @@ class Controller(QObject):
                           self._report_error, lambda: generation != self.generation))
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
-        self.trace, self.parity = trace, parity
+        previous, self.trace, self.parity = self.trace, trace, parity
         self.sigReferenceTrace.emit(reference)
         if trace is not None:
+            if previous is not None and previous.text != trace.text:   # a new sentence: look at its last token
+                self.selection = self.selection.updated(query=None, key=None)
             self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
         self.sigTraceChanged.emit(trace)
         self.sigNotice.emit(self._cut_notice(trace))

@@ -40,6 +40,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.switched_off: list[list[pg.QtWidgets.QGraphicsRectItem]] = []   # hatched: a head mask removed it
         self._names: list[pg.TextItem] = []
         self.scale: AttentionScale | None = None
+        self._range: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y) view range
+        self.view.sigResized.connect(self._fit_range)
 
     @staticmethod
     def origin(layer: int, head: int) -> tuple[float, float]:
@@ -48,15 +50,24 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     def show_heads(self, trace: Trace, scale: AttentionScale) -> None:
         """Draw every head of `trace`, each coloured 0 – scale.tops[l, h]."""
         self._ensure_items(trace.num_layers, trace.num_heads)
-        mask = causal_mask(trace.n_tokens)
-        for layer, layer_trace in enumerate(trace.layers):
+        rgba = self._colours(trace, scale)   # [L, H, T, T, 4]
+        for layer in range(trace.num_layers):
             for head in range(trace.num_heads):
-                rgba = plotting.masked_rgba(layer_trace.attn[head], scale.levels(layer, head), self._cmap, mask)
                 x, y = self.origin(layer, head)
-                self.images[layer][head].setImage(rgba, levels=(0, 255), rect=QRectF(x, y, 1, 1))
+                self.images[layer][head].setImage(rgba[layer, head], levels=(0, 255), rect=QRectF(x, y, 1, 1))
                 self.switched_off[layer][head].setVisible(bool(trace.head_mask[layer, head] == 0))
         self.scale = scale
-        self.title.setText(f"Every head: layers down, heads across · {scale.caption}")
+        title = f"Layers ↓ heads → · {scale.caption}"
+        if title != self.title.text:   # a LabelItem re-lays itself out on every setText
+            self.title.setText(title)
+
+    def _colours(self, trace: Trace, scale: AttentionScale) -> np.ndarray:  # -> [L, H, T, T, 4] uint8
+        """Every head coloured in one pass: each divided by its top, then one colour map for all."""
+        n = trace.n_tokens
+        attn = np.stack([layer.attn for layer in trace.layers]) / scale.tops[:, :, None, None]  # [L, H, T, T]
+        mask = np.broadcast_to(causal_mask(n), attn.shape)
+        flat = plotting.masked_rgba(attn.reshape(-1, n), (0.0, 1.0), self._cmap, mask.reshape(-1, n))
+        return flat.reshape(*attn.shape, 4)
 
     def select(self, layer: int, head: int) -> None:
         x, y = self.origin(layer, head)
@@ -87,8 +98,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.view.addItem(name)
             self._names.append(name)
         # Room for the names (TextItems keep their pixel size), as little as they need.
-        self.view.setRange(xRange=(-0.32, num_heads * step - GAP), yRange=(-0.3, num_layers * step - GAP),
-                           padding=0.01)
+        self._range = ((-0.32, num_heads * step - GAP), (-0.3, num_layers * step - GAP))
+        self._fit_range()
+
+    def _fit_range(self) -> None:
+        """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise)."""
+        if self._range is not None:
+            (x0, x1), (y0, y1) = self._range
+            self.view.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.01)
 
     def _thumbnail(self, layer: int, head: int) -> PickableImage:
         image = PickableImage()

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from PySide6.QtCore import QLineF, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
@@ -20,7 +20,7 @@ from gui.text_fit import elide
 
 MARK_COLOUR = QColor(230, 30, 60)    # the hovered token: red stands out on every colour
 SELECTED_BAND = QColor(255, 226, 140)
-LINE_COLUMN_WIDTH = 2                # lines rasterised in 2-pixel columns (half the work)
+LINE_COLUMN_WIDTH = 3                # lines rasterised in 3-pixel columns (a third of the work; rows stay sharp)
 LINE_BUDGET = 2000                   # at most this many lines in the full picture (strongest)
 
 
@@ -254,37 +254,48 @@ class HeadLinesView(QWidget):
             # Device pixels per widget pixel (2 for a PNG at twice the size); capped, as a 10x image
             # would cost far more memory than it adds sharpness to thin lines.
             ratio = min(max(self.devicePixelRatioF(), abs(painter.deviceTransform().m11())), 4.0)
-            image, target = self._lines_image(g, ratio)
+            image, target = self._lines_image(g, ratio, self._band(event.rect()))
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
             painter.drawImage(target, image)
         else:  # SVG: real lines
             self._paint_vector_lines(painter, g)
         self._paint_labels(painter, g)
 
-    def _lines_image(self, g: LinesGeometry, ratio: float) -> tuple[QImage, QRectF]:
-        """The lines as one premultiplied RGBA image at `ratio` device pixels per widget pixel.
+    def _band(self, exposed: QRect) -> tuple[int, int]:
+        """The rows (widget pixels) worth rasterising: what is on screen in the scroll area and as much
+        again above and below, so scrolling a little reuses the image. A long sentence's view is
+        thousands of pixels tall; the screen shows a few hundred."""
+        shown = self.visibleRegion().boundingRect().united(exposed)
+        if shown.isEmpty():   # rendered off screen (an export): everything
+            return 0, self.height()
+        margin = shown.height()
+        return max(0, shown.top() - margin), min(self.height(), shown.bottom() + 1 + margin)
 
-        Made by rasterise_lines and kept until it changes: scrolling and repaints only copy it.
+    def _lines_image(self, g: LinesGeometry, ratio: float, band: tuple[int, int]) -> tuple[QImage, QRectF]:
+        """The lines in rows band = [top, bottom) as one premultiplied RGBA image at `ratio` device
+        pixels per widget pixel.
+
+        Made by rasterise_lines and kept until it changes: repaints inside the band only copy it.
         The full picture and the hovered token's lines are cached apart, so leaving a token shows
         the full picture again at once.
         """
         key = (self.width(), self.height(), g)
         slot = ("full" if self._focus is None else self._focus, ratio)
         cached = self._line_images.get(slot)
-        if cached is not None and cached[0] == key:
+        if cached is not None and cached[0][0] == key and cached[0][1][0] <= band[0] and band[1] <= cached[0][1][1]:
             return cached[1]
-        height = int(math.ceil(self.height() * ratio))
+        top, height = band[0] * ratio, int(math.ceil((band[1] - band[0]) * ratio))
         weights = self._drawn_weights(self._focus)
         thickness = (self.THICK if self._focus is not None else self.THIN) * ratio
         # Painting head after head: head h shows through every later head, so its share of a pixel
         # is alpha_h × Π_{later} (1 - alpha). Shares first, colours once at the end.
         shares, see_through, first = None, None, 0
         for head_index in reversed(range(len(self._colours))):
-            queries, keys = np.nonzero(weights[head_index])
+            queries, keys = self._lines_in_band(weights[head_index], g, band)
             if queries.size == 0:
                 continue
-            alpha, first = rasterise_lines(height, g.x0 * ratio, g.x1 * ratio, g.row_y(queries) * ratio,
-                                           g.row_y(keys) * ratio, weights[head_index][queries, keys],
+            alpha, first = rasterise_lines(height, g.x0 * ratio, g.x1 * ratio, g.row_y(queries) * ratio - top,
+                                           g.row_y(keys) * ratio - top, weights[head_index][queries, keys],
                                            thickness, LINE_COLUMN_WIDTH)
             if shares is None:
                 shares = np.zeros((len(self._colours), *alpha.shape), np.float32)  # [n, C, height]
@@ -298,10 +309,18 @@ class HeadLinesView(QWidget):
         pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
         image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
                        QImage.Format.Format_RGBA8888_Premultiplied).copy()
-        target = QRectF(first / ratio, 0, pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
+        target = QRectF(first / ratio, band[0], pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
         self._line_images = {name: value for name, value in self._line_images.items() if name[0] == "full"}
-        self._line_images[slot] = (key, (image, target))
+        self._line_images[slot] = ((key, band), (image, target))
         return image, target
+
+    def _lines_in_band(self, weights: np.ndarray, g: LinesGeometry, band: tuple[int, int]):  # [T, T] -> ([N], [N])
+        """(queries, keys) of the lines drawn (weight > 0) that pass through rows [top, bottom)."""
+        queries, keys = np.nonzero(weights)
+        y_query, y_key = g.row_y(queries), g.row_y(keys)
+        reach = self.THICK * 2
+        inside = (np.minimum(y_query, y_key) - reach < band[1]) & (np.maximum(y_query, y_key) + reach > band[0])
+        return queries[inside], keys[inside]
 
     def _paint_vector_lines(self, painter: QPainter, g: LinesGeometry) -> None:
         """Real lines for SVG: one drawLines call per (head, opacity), faint lines first."""

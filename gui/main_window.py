@@ -114,6 +114,8 @@ class MainWindow(QMainWindow):
             dock.visibilityChanged.connect(lambda visible, name=panel.object_name: self._on_dock_shown(name, visible))
             self.docks[panel.object_name] = dock
             self.controller.connect_panel(panel)
+            # A click that selects something (a heatmap cell, a chip...) makes that panel Ctrl+E's default.
+            panel.sigSelect.connect(lambda _change, name=panel.object_name: setattr(self, "_current_panel", name))
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()

@@ -18,7 +18,7 @@ from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS, elide
 
 SPACE_MARK = "␣"
-LEGIBLE_PITCH = 0.85   # a row at least this many text-line heights tall gets its own label
+LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 
 
 class TokenAxis(pg.AxisItem):
@@ -52,7 +52,15 @@ class TokenAxis(pg.AxisItem):
 
     def label_step(self, pixels_per_row: float) -> int:
         """1: every row labelled; n: every n-th, when rows are lower than a legible line."""
-        return max(1, math.ceil(self._metrics().height() * LEGIBLE_PITCH / max(pixels_per_row, 1e-9)))
+        return max(1, math.ceil(self.legible_pitch() / max(pixels_per_row, 1e-9)))
+
+    def legible_pitch(self) -> float:
+        """The smallest row height, in pixels, that still takes a label: the font's em size and a little.
+
+        From the point size, not the font's line height: with a CJK fallback font that is far taller
+        than the glyphs, and labels would be thinned long before they touch."""
+        font = self.style["tickFont"]
+        return font.pointSizeF() * 96 / 72 * LEGIBLE_PITCH
 
     def tickValues(self, minVal: float, maxVal: float, size: float):  # noqa: N802 (pyqtgraph's name)
         low, high = sorted((minVal, maxVal))

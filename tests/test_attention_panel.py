@@ -17,7 +17,7 @@ from gui.head_grid import GAP
 from gui.head_lines import rasterise_lines
 from gui.panels.attention_panel import AttentionPanel
 from gui.text_fit import elide
-from gui.token_axis import LEGIBLE_PITCH, TokenAxis
+from gui.token_axis import TokenAxis
 from gui.plotting import MASKED_RGBA, colormap
 from gui.selection import Selection
 from conftest import hover
@@ -272,7 +272,7 @@ def test_token_axis_thins_labels_to_the_room_it_has(qapp):
     axis = TokenAxis("left")
     axis.set_labels([f"t{i}" for i in range(120)])
     (step, values), = axis.tickValues(0, 120, 240)  # 2 pixels per token
-    assert step > 1 and len(values) * axis._metrics().height() * LEGIBLE_PITCH <= 240 * 1.1
+    assert step > 1 and len(values) * axis.legible_pitch() <= 240 * 1.1
     assert values[0] == 0.5 and all(v - 0.5 == int(v) for v in values)
     (step, values), = axis.tickValues(0, 12, 600)   # zoomed in: every token labelled
     assert step == 1 and len(values) == 12

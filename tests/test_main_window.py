@@ -7,45 +7,18 @@ import time
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 
 import gui.controller as controller_module
 from core.runners import NumpyRunner
 from core.sampling import SamplingSettings, generate
 from core.session import analyse
-from gui.controller import Controller
-from gui.fonts import register_fonts
 from gui.main_window import MainWindow
 from conftest import hover
 
 ENGLISH = "The cat sat on the mat because it was tired."
 CHINESE = "订单成交，订单取消，查询订单。"
 WAIT_MS = 20000
-
-
-@pytest.fixture()
-def settings(tmp_path):
-    return QSettings(str(tmp_path / "glassbox.ini"), QSettings.Format.IniFormat)
-
-
-@pytest.fixture()
-def make_window(qtbot, bundle, settings):
-    windows = []
-
-    def make(backend: str = "numpy", panel_classes=None) -> MainWindow:
-        register_fonts()
-        window = MainWindow(Controller(bundle, backend), settings, panel_classes=panel_classes)
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        window.show()
-        qtbot.waitExposed(window)
-        windows.append(window)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-        assert not window.controller.is_running(), "the worker thread outlived its window"
 
 
 @pytest.fixture()

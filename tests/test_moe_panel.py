@@ -71,7 +71,7 @@ def test_panel_is_registered_with_a_stable_name():
 
 def test_caption_carries_the_seed_and_both_conventions(panel, trace):
     panel.set_trace(trace)
-    caption = panel.caption.text()
+    caption = panel.caption.toolTip()
     assert "trainable classifier" in caption and "路由规则是一层分类网络" in caption
     explanation = panel.router.explanation.text()
     assert "Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1" in explanation

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
-from core.runners import NumpyRunner, OnnxRunner
+from core.runners import OnnxRunner
 from core.session import analyse
 from gui import export
 from gui.panels.base import Panel
@@ -24,9 +24,8 @@ PANELS = panel_classes()
 
 
 @pytest.fixture(scope="module")
-def traces(bundle):
-    runner = NumpyRunner(bundle)
-    return {name: analyse(runner, text) for name, text in SENTENCES.items()}
+def traces(analysed):
+    return {name: analysed(text) for name, text in SENTENCES.items()}
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +111,14 @@ def check_tables(figure) -> None:
     for name, data in files.items():
         rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
         assert rows and any(cell.strip() for cell in rows[0]), f"{name} has no header"
+
+
+def test_the_panel_last_clicked_is_the_one_ctrl_e_offers(qtbot, make_window):
+    """Clicking a heatmap cell selects through sigSelect: that panel, not the one focused before, is current."""
+    window = make_window()
+    window.controller.set_text("The cat sat on the mat.")
+    window.controller.flush()
+    qtbot.waitUntil(lambda: window.controller.trace is not None, timeout=20000)
+    window.panel("tokens").chips.setFocus()
+    window.panel("attention").sigSelect.emit({"query": 2, "key": 1})
+    assert window.current_panel().object_name == "attention"

@@ -78,14 +78,15 @@ class AttentionPanel(Panel):
         matrix_layout.setContentsMargins(0, 0, 0, 0)
         matrix_layout.addWidget(self.matrix_view, 1)
         matrix_layout.addWidget(self.hover_label)
-        left = QSplitter(Qt.Orientation.Vertical)
-        left.addWidget(self.grid)
-        left.addWidget(matrix_box)
-        left.setStretchFactor(0, 2)
-        left.setStretchFactor(1, 3)
+        # The large head gets the full height (every row labelled while it can be); the grid sits
+        # above the head view, whose width suits a row of thumbnails.
+        right = QSplitter(Qt.Orientation.Vertical)
+        right.addWidget(self.grid)
+        right.addWidget(self.lines_scroll)
+        right.setSizes([200, 360])   # proportions: a row of thumbnails, the head view below
         content = QSplitter(Qt.Orientation.Horizontal)
-        content.addWidget(left)
-        content.addWidget(self.lines_scroll)
+        content.addWidget(matrix_box)
+        content.addWidget(right)
         content.setStretchFactor(0, 3)
         content.setStretchFactor(1, 2)
         page = QWidget()
@@ -166,7 +167,9 @@ class AttentionPanel(Panel):
         attn = trace.layers[layer].attn[head]
         self.matrix.set_rgba(plotting.masked_rgba(attn, levels, self._cmap, av.causal_mask(trace.n_tokens)))
         ablated = "  (switched off)" if trace.head_mask[layer, head] == 0 else ""
-        self.matrix.setTitle(f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)", size="9pt")
+        title = f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)"
+        if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
+            self.matrix.setTitle(title, size="9pt")
         self.colour_bar.setLevels(levels)
         self.colour_bar.getAxis("left").setLabel(self.scale.mode.bar_label)
         self.shown = (layer, head)

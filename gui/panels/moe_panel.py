@@ -47,7 +47,7 @@ WHATIF_LEGEND = ("<span style='color:#969696'>■</span> before &nbsp; "
 ROW_LABEL_COLUMNS = 16                    # "12 token": the position and a short word
 WINDOW_ROWS = 40                          # long sentences open on 40 rows around the selected token; drag/wheel to move
 MAX_LISTED_TOKENS = 24                    # per expert in the list; laying out hundreds costs a repaint
-MIN_LABEL_CELL_PX = (30.0, 13.0)          # numbers are written into cells only when they fit
+MIN_LABEL_CELL_PX = (26.0, 12.0)          # numbers are written into cells only when they fit
 
 
 class CellText(pg.GraphicsObject):
@@ -85,7 +85,7 @@ class CellText(pg.GraphicsObject):
         rows = range(max(0, int(exposed.top())), min(self.values.shape[0], int(np.ceil(exposed.bottom())) + 1))
         painter.save()
         painter.resetTransform()
-        painter.setFont(ui_font(8))
+        painter.setFont(ui_font(7.5))
         for (r, c), text in self.texts(rows).items():
             centre = transform.map(QPointF(c + 0.5, r + 0.5))
             painter.setPen(text_colour(self.values[r, c]))
@@ -141,7 +141,7 @@ class RouterView(QWidget):
         self.weights_plot.getAxis("left").setStyle(showValues=False)
         self.weights_plot.setLabel("left", "")
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
-                                          width=14, label="probability / weight")
+                                          width=10)   # its meaning is in both titles: no label to take width
         self.plots.addItem(self.colour_bar, 1, 2)
         self.sigCellHovered, self.sigCellClicked = self.probs_plot.sigCellHovered, self.probs_plot.sigCellClicked
         self.probs_text, self.weights_text = self._cell_text(self.probs_plot), self._cell_text(self.weights_plot)
@@ -239,14 +239,12 @@ class RouterView(QWidget):
     def _explanation(trace: Trace, layer: int) -> str:
         lt = trace.layers[layer]
         k, n_experts = lt.expert_ids.shape[1], lt.router_probs.shape[1]
-        text = (f"<b>Layer {layer}.</b> Left: the router's probability for each of the {n_experts} experts "
-                f"(softmax over all); outlined: the top-{k} each token is sent to. Right: the weights used to add "
-                f"those experts' outputs.")
+        text = f"<b>Layer {layer}</b> · outlined: the top-{k} of {n_experts} experts each token is sent to"
         if (trace.expert_override[layer] < 0).all():
             _, mistral = routing.topk_softmax_weights(lt.router_logits, k)
             gap = float(np.abs(mistral - lt.expert_weights).max())
-            text += (f" <span title='{html.escape(CONVENTION)}'>Top-k then softmax (mistral-inference) gives the "
-                     f"same weights, here within {gap:.1e}.</span>")
+            text += (f" · <span title='{html.escape(CONVENTION)}'>the two conventions agree within {gap:.1e} "
+                     f"(hover)</span>")
         else:
             text += " <span style='color:#d9650b'>Orange outline: a forced expert (override), not the router's pick.</span>"
         return text
@@ -372,14 +370,16 @@ class WhatIfView(QGroupBox):
         result_layout.setContentsMargins(0, 0, 0, 0)
         result_layout.addWidget(self.status)
         result_layout.addWidget(self.plots, 1)
-        controls = QHBoxLayout()
-        controls.addWidget(QLabel("to"))
-        controls.addWidget(self.expert_box, 1)
-        controls.addWidget(self.mode_box, 1)
-        controls.addWidget(self.run_button)
+        choice = QHBoxLayout()   # two short rows: readable in a narrow dock
+        choice.addWidget(QLabel("to"))
+        choice.addWidget(self.expert_box, 1)
+        action = QHBoxLayout()
+        action.addWidget(self.mode_box, 1)
+        action.addWidget(self.run_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.token_label)
-        layout.addLayout(controls)
+        layout.addLayout(choice)
+        layout.addLayout(action)
         layout.addWidget(self.result_widget, 1)
         self.changes: list[routing.CandidateChange] = []
 
@@ -490,7 +490,10 @@ class MoePanel(Panel):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.caption = QLabel(SEED_CAPTION, wordWrap=True)
+        # One line on screen; the seed's full explanation (English and Chinese) on hover.
+        self.caption = QLabel("The router gives every token a probability per expert; the top-k experts run and "
+                              "their outputs are added by weight. <i>(hover: the seed's words)</i>", wordWrap=True)
+        self.caption.setToolTip(SEED_CAPTION)
         self.banner = QLabel(wordWrap=True)
         self.banner.setStyleSheet("background:#ffe8cc; color:#7a3b00; padding:3px;")
         self.layer_bar = QHBoxLayout()
@@ -515,27 +518,27 @@ class MoePanel(Panel):
     def _content(self) -> QWidget:
         page = QWidget()
         layer_row = QHBoxLayout()
+        layer_row.addWidget(self.caption, 1)
         layer_row.addWidget(QLabel("Layer:"))
         layer_row.addLayout(self.layer_bar)
-        layer_row.addStretch(1)
-        # A docked panel can be small: the load and the what-if keep a readable height and scroll instead.
-        self.load.setMinimumHeight(300)
-        self.whatif.setMinimumHeight(380)
+        # A docked panel can be small: the what-if (the panel's action) comes first, the load below it;
+        # both keep a readable height and scroll instead.
+        self.whatif.setMinimumHeight(300)
+        self.load.setMinimumHeight(260)
         column = QWidget()
         column_layout = QVBoxLayout(column)
         column_layout.setContentsMargins(0, 0, 0, 0)
-        column_layout.addWidget(self.load, 2)
         column_layout.addWidget(self.whatif, 3)
+        column_layout.addWidget(self.load, 2)
         right = FillScrollArea()
         right.setWidget(column)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.router)
         split.addWidget(right)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(0, 11)   # the router's cells wide enough for their numbers
+        split.setStretchFactor(1, 9)
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.caption)
         layout.addWidget(self.banner)
         layout.addLayout(layer_row)
         layout.addWidget(split, 1)
