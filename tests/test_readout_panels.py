@@ -7,7 +7,7 @@ import io
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF, QSettings, Qt
+from PySide6.QtCore import QPointF, Qt
 
 from core.attribution import HELD_FIXED, direct_logit_attribution
 from core.head_roles import ROLE_NAMES, probe_roles, sentence_roles
@@ -16,7 +16,6 @@ from core.parity_report import parity_report
 from core.runners import NumpyRunner, OnnxRunner
 from core.session import analyse
 from gui import export
-from gui.controller import Controller
 from gui.main_window import MainWindow
 from gui.panels.attribution_panel import AttributionPanel
 from gui.panels.head_roles_panel import HeadRolesPanel
@@ -30,8 +29,8 @@ WAIT_MS = 20000
 
 
 @pytest.fixture(scope="module")
-def trace(bundle):
-    return analyse(NumpyRunner(bundle), REPEATED)
+def trace(analysed):
+    return analysed(REPEATED)
 
 
 @pytest.fixture(scope="module")
@@ -236,17 +235,8 @@ def test_parity_table_colours_each_field_and_the_heatmap_shows_the_clicked_one(q
 # ---------------------------------------------------------------- through the main window
 
 @pytest.fixture()
-def window(qtbot, bundle, tmp_path):
-    from gui.fonts import register_fonts
-    register_fonts()
-    settings = QSettings(str(tmp_path / "glassbox.ini"), QSettings.Format.IniFormat)
-    window = MainWindow(Controller(bundle, "both"), settings)
-    qtbot.addWidget(window)
-    window.resize(1400, 900)
-    window.show()
-    qtbot.waitExposed(window)
-    yield window
-    window.close()
+def window(make_window):
+    return make_window("both")
 
 
 def show_dock(window: MainWindow, name: str):
