@@ -279,3 +279,14 @@ def test_hovering_a_logit_lens_cell_names_its_top_token(show, trace):
     assert f"“{trace.vocab_label(top)}”" in panel.view.toolTip() and "position 3" in panel.view.toolTip()
     panel.heatmap.sigCellHovered.emit(None)
     assert panel.view.toolTip() == ""
+
+
+def test_clicking_a_top_five_token_makes_it_the_target(qtbot, show, trace):
+    panel = show(LogitLensPanel(), height=1000)
+    panel.set_trace(trace)
+    ids, _ = panel.lens.top_k(panel.position)
+    rect = panel.table.visualRect(panel.table.model().index(1, 3))   # stage 1, its third most likely token
+    qtbot.mouseClick(panel.table.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    assert panel.target == int(ids[1, 2])
+    ranks, _ = panel.lens.target_ranks(panel.position, panel.target)
+    assert ranks[1] == 3 and int(panel.table.item(1, 6).text()) == 3

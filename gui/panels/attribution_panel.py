@@ -63,7 +63,7 @@ class AttributionPanel(Panel):
 
     # ---------------------------------------------------------------- building (once)
     def _build(self) -> QWidget:
-        self.target_box = _token_box("the model's top token", "The token whose logit is split into parts")
+        self.target_box = _token_box("top token", "The token whose logit is split into parts")
         self.versus_box = _token_box("none", "Optional: a second token; the bars then split the difference "
                                              "target logit − this token's logit")
         controls = QHBoxLayout()

@@ -110,7 +110,7 @@ class LogitLensPanel(Panel):
 
         self.target_box = QSpinBox()
         self.target_box.setRange(TOP_TOKEN, 0)
-        self.target_box.setSpecialValueText("the model's top token")
+        self.target_box.setSpecialValueText("top token")
         self.target_box.setValue(TOP_TOKEN)
         self.target_box.setToolTip("The token id whose rank and probability are followed across the stages")
         self.target_box.valueChanged.connect(self.refresh)
@@ -129,6 +129,8 @@ class LogitLensPanel(Panel):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setToolTip("Click a token of the top 5 to follow it as the target")
+        self.table.cellClicked.connect(self._on_table_clicked)
         self.formation = QLabel()
         self.formation.setWordWrap(True)
         self.position_box = figure_frame(self.position_title, self.table, self.formation, stretch=1)
@@ -203,6 +205,12 @@ class LogitLensPanel(Panel):
         top = int(p.argmax())
         return (f"{stage_label(self.lens.stage_names[stage])}, after “{self.trace.label(position)}” "
                 f"(position {position}): top token “{self.trace.vocab_label(top)}” {format_probability(float(p[top]))}")
+
+    def _on_table_clicked(self, stage: int, column: int) -> None:
+        """A top-5 token becomes the target (the spin box redraws)."""
+        if self.lens is not None and 1 <= column <= TOP_K:
+            ids, _ = self.lens.top_k(self.position)
+            self.target_box.setValue(int(ids[stage, column - 1]))
 
     def _on_cell_hovered(self, cell) -> None:
         self.view.setToolTip("" if cell is None or self.lens is None else self.cell_text(*cell))
