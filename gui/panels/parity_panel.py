@@ -63,6 +63,7 @@ class ParityPanel(Panel):
         self.rows: list[ParityRow] = []
         self._report_of: tuple | None = None         # (trace, reference) the rows were computed from
         self.field: str | None = None                # the field whose differences the heatmap shows
+        self._drawn_diff: tuple | None = None        # (report, field, head) the heatmap shows
         self.set_content(self._build())
         self.refresh()
 
@@ -130,7 +131,7 @@ class ParityPanel(Panel):
 
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:
-        self.rows, self._report_of, self.field = [], None, None
+        self.rows, self._report_of, self.field, self._drawn_diff = [], None, None, None
 
     def draw(self) -> None:
         pair = self.traces_by_backend()
@@ -200,9 +201,13 @@ class ParityPanel(Panel):
         return text
 
     def _draw_diff(self) -> None:
-        numpy_trace, onnx_trace = self._report_of
-        diff = difference_array(numpy_trace, onnx_trace, self.field)
         axes = axis_names(self.field)
+        head = self.selection.head if axes[0] == "head" else None
+        drawn = (self._report_of, self.field, head)
+        if self._drawn_diff is not None and self._drawn_diff[0] is drawn[0] and self._drawn_diff[1:] == drawn[1:]:
+            return   # a selection change that does not touch this picture (the logits are 256 x V cells)
+        self._drawn_diff = drawn
+        diff = difference_array(*self._report_of, self.field)
         shown, where = diff, ""
         if axes[0] == "head":   # [H, T, ·]: the selected head's slice
             shown, where = diff[self.selection.head], f", head {self.selection.head}"
