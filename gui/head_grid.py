@@ -98,7 +98,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             self.view.addItem(name)
             self._names.append(name)
         # Room for the names (TextItems keep their pixel size), as little as they need.
-        self._range = ((-0.32, num_heads * step - GAP), (-0.3, num_layers * step - GAP))
+        self._range = ((-0.32, num_heads * step - GAP), (-0.42, num_layers * step - GAP))
         self._fit_range()
 
     def _fit_range(self) -> None:

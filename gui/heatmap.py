@@ -1,4 +1,4 @@
-"""A labelled matrix plot with cell picking: the heatmap every panel that shows a matrix uses.
+"""A labelled matrix plot with cell picking (and numbers in its cells): the heatmap panels use.
 
 Hover and click come from the ImageItem itself: its hover and click events carry the position in
 image pixels (column = x, row = y, as in pyqtgraph's imageAnalysis example), so no panel converts
@@ -14,6 +14,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen
 
 from gui import plotting
+from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS
 from gui.token_axis import TokenAxis
 
@@ -64,6 +65,61 @@ def cells_path(cells, width: float = 1.0) -> QPainterPath:  # (row, col) pairs -
     for row, col in cells:
         path.addRect(QRectF(col, row, width, 1))
     return path
+
+
+MIN_LABEL_CELL_PX = (26.0, 12.0)   # numbers are written into cells only when they fit
+
+
+class CellText(pg.GraphicsObject):
+    """Numbers written into matrix cells (values in [0, 1]): one item for all of them, drawn at screen size.
+
+    One TextItem per cell would cost a QGraphicsItem each; this keeps the matrix and formats only
+    the cells being painted, and none when the cells are too small on screen to hold a number.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setFlag(pg.QtWidgets.QGraphicsItem.GraphicsItemFlag.ItemUsesExtendedStyleOption)  # fills exposedRect
+        self.values = np.zeros((0, 0))                # [R, C]
+        self.shown = np.zeros((0, 0), dtype=bool)     # [R, C] which cells get a number
+
+    def set_matrix(self, values: np.ndarray, shown: np.ndarray) -> None:
+        self.prepareGeometryChange()
+        self.values, self.shown = values, shown
+        self.update()
+
+    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
+        """(row, col) -> the string drawn there."""
+        rows = range(self.values.shape[0]) if rows is None else rows
+        return {(r, c): f"{self.values[r, c]:.2f}" for r in rows for c in np.nonzero(self.shown[r])[0].tolist()}
+
+    def boundingRect(self) -> QRectF:
+        return QRectF(0, 0, self.values.shape[1], self.values.shape[0])
+
+    def paint(self, painter, option, *args) -> None:
+        transform = painter.transform()  # data -> device
+        width, height = abs(transform.m11()), abs(transform.m22())
+        if width < MIN_LABEL_CELL_PX[0] or height < MIN_LABEL_CELL_PX[1]:
+            return
+        exposed = option.exposedRect  # only the rows on screen (long sentences scroll)
+        rows = range(max(0, int(exposed.top())), min(self.values.shape[0], int(np.ceil(exposed.bottom())) + 1))
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(ui_font(7.5))
+        for (r, c), text in self.texts(rows).items():
+            centre = transform.map(QPointF(c + 0.5, r + 0.5))
+            painter.setPen(text_colour(self.values[r, c]))
+            painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
+                             Qt.AlignmentFlag.AlignCenter, text)
+        painter.restore()
+
+
+DARK_TEXT, LIGHT_TEXT = QColor(0, 0, 0), QColor(255, 255, 255)
+
+
+def text_colour(value: float) -> QColor:
+    """Dark text on the bright end of viridis, light text on the dark end."""
+    return DARK_TEXT if value > 0.55 else LIGHT_TEXT
 
 
 class Heatmap(pg.PlotItem):

@@ -5,8 +5,6 @@ from the top of the picture (pyqtgraph's default is column-major with y up).
 """
 from __future__ import annotations
 
-from typing import Sequence
-
 import numpy as np
 import pyqtgraph as pg
 
@@ -30,13 +28,6 @@ def matrix_plot(plot: pg.PlotItem, x_label: str, y_label: str) -> None:
     plot.setLabel("bottom", x_label)
     plot.setLabel("left", y_label)
     plot.showGrid(False, False)
-
-
-def set_token_ticks(axis: pg.AxisItem, labels: Sequence[str], max_ticks: int = 48) -> None:
-    """One tick per token at the cell centre (i + 0.5); thin out labels when there are too many."""
-    step = max(1, int(np.ceil(len(labels) / max_ticks)))
-    ticks = [(i + 0.5, labels[i]) for i in range(0, len(labels), step)]
-    axis.setTicks([ticks, []])
 
 
 def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorMap,

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QFontMetricsF
+from PySide6.QtGui import QFontMetricsF, QImage, QPainter
 
 from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS, elide
@@ -29,6 +29,7 @@ class TokenAxis(pg.AxisItem):
         self._labels: list[str] = []
         self._upright: list[tuple[float, float, str]] = []  # (x, y, text) drawn turned by -90°
         self._widest = 0.0
+        self._upright_image: tuple | None = None   # (what it shows, QImage, where it goes)
         self.setTickFont(ui_font(point_size))
         self.setStyle(tickLength=4, hideOverlappingLabels=False)
         if orientation in ("left", "right"):   # sized by set_labels: no relayout after the first paint
@@ -106,16 +107,46 @@ class TokenAxis(pg.AxisItem):
         if wanted != self.fixedHeight:
             self.setHeight(wanted)
 
-    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):  # noqa: N802
-        super().drawPicture(p, axisSpec, tickSpecs, textSpecs)
+    def paint(self, p, opt, widget) -> None:
+        """The axis as pyqtgraph draws it, then the upright labels: on screen and in PNGs from an image
+        made once per label set (turned text has no glyph cache: 64 labels cost tens of ms a repaint),
+        in SVG as text."""
+        super().paint(p, opt, widget)
         if not self._upright:
             return
+        if p.paintEngine().type() != p.paintEngine().Type.Raster:
+            self._draw_upright(p, 0.0, 0.0)
+            return
+        ratio = min(max(abs(p.deviceTransform().m11()), 1.0), 4.0)
+        key = (tuple(self._upright), ratio, self._widest)
+        if self._upright_image is None or self._upright_image[0] != key:
+            self._upright_image = (key, *self._render_upright(ratio))
+        _, image, origin = self._upright_image
+        p.drawImage(QRectF(origin.x(), origin.y(), image.width() / ratio, image.height() / ratio), image)
+
+    def _render_upright(self, ratio: float) -> tuple[QImage, QPointF]:
+        metrics = self._metrics()
+        xs = [x for x, _, _ in self._upright]
+        left, top = min(xs) - metrics.height(), min(y for _, y, _ in self._upright)
+        width = max(xs) - left + metrics.height()
+        height = self._widest + 2 * metrics.height()
+        image = QImage(max(1, int(width * ratio)), max(1, int(height * ratio)), QImage.Format.Format_ARGB32_Premultiplied)
+        image.fill(0)
+        painter = QPainter(image)
+        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+        painter.scale(ratio, ratio)
+        self._draw_upright(painter, -left, -top)
+        painter.end()
+        return image, QPointF(left, top)
+
+    def _draw_upright(self, p: QPainter, dx: float, dy: float) -> None:
         metrics = self._metrics()
         height = metrics.height()
         width = self._widest + 2
         p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
         for x, y, text in self._upright:
+            x, y = x + dx, y + dy
             word = text.lstrip(SPACE_MARK)
             marks = len(text) - len(word)
             p.save()
@@ -124,7 +155,7 @@ class TokenAxis(pg.AxisItem):
             p.drawText(QRectF(-width, -height / 2, width, height),
                        int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), word)
             p.restore()
-            if marks:   # the space marker, upright, just above the word
+            if marks:   # the space marker, upright, just below the word's start
                 mark = SPACE_MARK * marks
                 p.drawText(QPointF(x - metrics.horizontalAdvance(mark) / 2,
                                    y + metrics.horizontalAdvance(word) + metrics.ascent()), mark)

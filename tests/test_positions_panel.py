@@ -22,6 +22,15 @@ SENTENCES = {"english": "Rotary position embeddings turn each pair of numbers by
              "chinese": "旋转位置编码让相对距离变得可见。"}
 
 
+from gui.text_fit import LABEL_COLUMNS, elide  # noqa: E402
+
+
+def drawn_tip(arrow) -> tuple[float, float]:
+    """The tip of an arrow as drawn (its second point), to compare with the trace's numbers."""
+    x, y = arrow.getData()
+    return float(x[1]), float(y[1])
+
+
 @pytest.fixture(scope="module", params=list(SENTENCES), ids=list(SENTENCES))
 def trace(request, bundle):
     return analyse(NumpyRunner(bundle), SENTENCES[request.param])
@@ -103,8 +112,9 @@ def test_embed_plus_pe_heatmap_sums_the_traces_embedding_and_labels_tokens(panel
     page = panel.page("positions_embed_plus_pe")
     np.testing.assert_allclose(page.images[0].image, trace.embed)
     np.testing.assert_allclose(page.images[1].image - trace.embed, pos.sinusoidal_table(*trace.embed.shape), atol=1e-6)
-    tick_texts = [text for _, text in page.plots[0].getAxis("left")._tickLevels[0]]
-    assert tick_texts[0].endswith(trace.label(0)[:11])
+    labels = page.plots[0].getAxis("left").labels()
+    assert len(labels) == trace.n_tokens and labels[0].startswith("0 ")
+    assert labels[0] == elide(f"0 {trace.label(0)}", LABEL_COLUMNS + 4)
     page.scale_box.setChecked(True)
     np.testing.assert_allclose(page.images[0].image, trace.embed * np.sqrt(trace.config.hidden_size), rtol=1e-6)
 
@@ -121,8 +131,8 @@ def test_arrows_drawn_are_the_traces_q_and_q_rot_for_every_pair(panel, trace, la
     for i in range(half):
         page.pair_slider.setValue(i)
         assert page.pair_spin.value() == i
-        assert page.drawn_after_tip() == pytest.approx((q_rot[i], q_rot[i + half]), abs=1e-6)
-        assert page.drawn_before_tip() == pytest.approx((q[i], q[i + half]), abs=1e-6)
+        assert drawn_tip(page.after_arrow) == pytest.approx((q_rot[i], q_rot[i + half]), abs=1e-6)
+        assert drawn_tip(page.before_arrow) == pytest.approx((q[i], q[i + half]), abs=1e-6)
 
 
 def test_small_multiples_point_where_q_rot_points(panel, trace):
@@ -186,7 +196,7 @@ def test_following_the_shared_selection_redraws_the_visible_page(panel, trace):
     for head in range(trace.num_heads):
         panel.set_selection(Selection(layer=1, head=head, query=0))
         q_rot = trace.layers[1].q_rot[head, 0]
-        assert page.drawn_after_tip() == pytest.approx((q_rot[page.pair], q_rot[page.pair + half]), abs=1e-6)
+        assert drawn_tip(page.after_arrow) == pytest.approx((q_rot[page.pair], q_rot[page.pair + half]), abs=1e-6)
     assert panel.head_spin.value() == trace.num_heads - 1 and panel.query_combo.currentIndex() == 0
 
 
@@ -245,7 +255,7 @@ def test_a_model_with_another_head_size_rebuilds_the_pair_views(panel, make_bund
     assert page.pair_slider.maximum() == 3 and page.pair == 3
     assert len(page.small_texts) == 4 and len(panel.page("positions_rope_angles").curves) == 4
     q_rot = narrow.layers[1].q_rot[3, narrow.n_tokens - 1]
-    assert page.drawn_after_tip() == pytest.approx((q_rot[3], q_rot[7]), abs=1e-6)
+    assert drawn_tip(page.after_arrow) == pytest.approx((q_rot[3], q_rot[7]), abs=1e-6)
 
 
 def test_a_single_token_sentence_draws_every_page(panel, bundle):

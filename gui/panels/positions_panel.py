@@ -492,15 +492,6 @@ class RopePairsPage(_Page):
         if distance.min() < 1.4:
             self.set_pair(int(np.argmin(distance)))
 
-    def drawn_after_tip(self) -> tuple[float, float]:
-        """The tip of the blue arrow as drawn (what the tests compare with trace q_rot)."""
-        x, y = self.after_arrow.getData()
-        return float(x[1]), float(y[1])
-
-    def drawn_before_tip(self) -> tuple[float, float]:
-        x, y = self.before_arrow.getData()
-        return float(x[1]), float(y[1])
-
     def table(self) -> str:
         p = self.pairs
         rows = [("pair", "dim_a", "dim_b", "position_m", "theta_i_rad_per_position", "m_theta_i_rad",
