@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QPainterPath
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -23,54 +23,34 @@ from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
-from gui.heatmap import Heatmap
+from gui.heatmap import CellText, Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
+from gui.text_fit import elide
 
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
-MIN_LABEL_CELL_PX = (22.0, 13.0)    # tokens are written into cells only when a cell can hold one
+CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
 MARK_COLOUR = QColor(214, 39, 40)
-DARK_TEXT, LIGHT_TEXT = QColor(0, 0, 0), QColor(255, 255, 255)
 
 
 def format_probability(p: float) -> str:
     return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
 
 
-class CellLabels(pg.GraphicsObject):
-    """A text in every matrix cell, drawn at screen size and elided to the cell; none when cells are too small."""
+class TokenCellText(CellText):
+    """The heatmap's cell painter writing a token (elided to fit) instead of a number in each cell."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.texts: list[list[str]] = []          # [R][C]
-        self.values = np.zeros((0, 0))            # [R, C] in [0, 1]: picks a text colour readable on viridis
+        self.labels: list[list[str]] = []       # [R][C]
 
-    def set_cells(self, texts: list[list[str]], values: np.ndarray) -> None:
-        self.prepareGeometryChange()
-        self.texts, self.values = texts, values
-        self.update()
+    def set_labels(self, labels: list[list[str]], values: np.ndarray) -> None:  # values [R, C] pick the text colour
+        self.labels = [[elide(text, CELL_COLUMNS) for text in row] for row in labels]
+        self.set_matrix(values, np.ones(values.shape, dtype=bool))
 
-    def boundingRect(self) -> QRectF:  # noqa: N802 (Qt's name)
-        return QRectF(0, 0, self.values.shape[1], self.values.shape[0])
-
-    def paint(self, painter, option, *args) -> None:
-        transform = painter.transform()  # data -> device
-        width, height = abs(transform.m11()), abs(transform.m22())
-        if width < MIN_LABEL_CELL_PX[0] or height < MIN_LABEL_CELL_PX[1]:
-            return
-        font = ui_font(8)
-        metrics = QFontMetricsF(font)
-        painter.save()
-        painter.resetTransform()
-        painter.setFont(font)
-        for r, row in enumerate(self.texts):
-            for c, text in enumerate(row):
-                centre = transform.map(QPointF(c + 0.5, r + 0.5))
-                painter.setPen(DARK_TEXT if self.values[r, c] > 0.55 else LIGHT_TEXT)
-                painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
-                                 Qt.AlignmentFlag.AlignCenter,
-                                 metrics.elidedText(text, Qt.TextElideMode.ElideRight, width - 2))
-        painter.restore()
+    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
+        rows = range(len(self.labels)) if rows is None else rows
+        return {(r, c): self.labels[r][c] for r in rows for c in range(len(self.labels[r]))}
 
 
 class LogitLensPanel(Panel):
@@ -101,7 +81,7 @@ class LogitLensPanel(Panel):
         self.view.addItem(self.heatmap)
         self.view.addItem(pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
                                           width=14, label="probability of the top token"))
-        self.cell_labels = CellLabels()
+        self.cell_labels = TokenCellText()
         self.heatmap.addItem(self.cell_labels)
         self.position_mark = self.heatmap.add_outline(MARK_COLOUR, 2.5)
         self.heatmap.sigCellClicked.connect(lambda stage, position: self.sigSelect.emit({"query": position}))
@@ -166,7 +146,7 @@ class LogitLensPanel(Panel):
         self.heatmap.set_rgba(plotting.masked_rgba(top_probs, (0.0, 1.0), plotting.colormap()))
         self.heatmap.set_row_labels([stage_label(name) for name in self.lens.stage_names], columns=None)
         self.heatmap.set_col_labels(self.trace.labels())
-        self.cell_labels.set_cells([[self.trace.vocab_label(int(i)) for i in row] for row in top_ids], top_probs)
+        self.cell_labels.set_labels([[self.trace.vocab_label(int(i)) for i in row] for row in top_ids], top_probs)
 
     def _draw_position(self) -> None:
         trace, lens, position, target = self.trace, self.lens, self.position, self.target
