@@ -50,14 +50,16 @@ def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
     from core.session import analyse
 
     bundle = load_bundle(model)
-    trace = analyse(make_runner(bundle, backend), text)
+    runner = make_runner(bundle, backend)
+    trace = analyse(runner, text)
     ensure_writable_folder(out)   # fail before the slow part, not after it
-    return _render_and_write(trace, out, chosen, width)
+    return _render_and_write(trace, out, chosen, width, runner)
 
 
-def _render_and_write(trace, out, formats, width) -> list[Path]:
+def _render_and_write(trace, out, formats, width, runner) -> list[Path]:
     from PySide6.QtWidgets import QApplication
 
+    from core.head_roles import probe_roles
     from gui.app import application
     from gui.export import all_files, write_files
     from gui.panels.registry import panel_classes
@@ -69,6 +71,8 @@ def _render_and_write(trace, out, formats, width) -> list[Path]:
     try:
         for cls in panel_classes():
             panel = cls()
+            if hasattr(panel, "sigRequestProbe"):   # what the controller does in the app, on this thread
+                panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
             panel.resize(*PANEL_SIZE)
             panel.show()
             panel.selection = Selection()

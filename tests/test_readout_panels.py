@@ -291,3 +291,13 @@ def test_clicking_a_top_five_token_makes_it_the_target(qtbot, show, trace):
     assert panel.target == int(ids[1, 2])
     ranks, _ = panel.lens.target_ranks(panel.position, panel.target)
     assert ranks[1] == 3 and int(panel.table.item(1, 6).text()) == 3
+
+
+def test_headless_export_scores_the_probe_as_the_app_does(bundle, tmp_path):
+    from gui.headless import export_sentence
+
+    written = export_sentence(REPEATED, tmp_path, model=str(bundle.path), formats="csv", backend="numpy")
+    assert tmp_path / "head_roles_table.csv" in written
+    rows = csv_rows((tmp_path / "head_roles_table.csv").read_text(encoding="utf-8"))
+    probe = probe_roles(NumpyRunner(bundle))
+    assert [float(r["induction_probe"]) for r in rows] == pytest.approx(probe.scores[..., -1].ravel().tolist())
