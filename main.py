@@ -8,6 +8,8 @@
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
+    python main.py patch --clean A --corrupt B --out DIR     activation patching sweeps: patch.npz + patch.csv
+    python main.py occlude --text "..." --out DIR            occlusion and attention rollout: occlusion.npz
     python main.py bench [--json]                            medians: forward, panel updates, startup, export, memory
 """
 from __future__ import annotations
@@ -26,12 +28,13 @@ for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 def cmd_trace(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
+    from core.experiment_commands import interventions_from_args
     from core.raw_export import write_trace_files
     from core.runners import make_runner
     from core.session import analyse
 
     runner = make_runner(load_bundle(args.model), args.backend)
-    trace = analyse(runner, args.text)
+    trace = analyse(runner, args.text, interventions=interventions_from_args(args, runner.bundle.config))
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
               f"of {trace.config.max_position_embeddings} tokens and were not analysed", file=sys.stderr)
@@ -117,10 +120,19 @@ def add_training_commands(sub) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from gui.headless import export_sentence
+    from gui.headless import ExportRequest, export_sentence, export_texts, terminal_progress
 
-    for path in export_sentence(args.text, args.out, model=args.model, formats=args.format,
-                                width=args.width, backend=args.backend):
+    request = ExportRequest.parse(args.formats, args.figures, width=args.width, dpi=args.dpi, layer=args.layer,
+                                  head=args.head, query=args.query, key=args.key,
+                                  expert_layer=args.expert_layer, theme=args.theme)
+    if (args.text is None) == (args.texts is None):
+        raise ValueError("give --text SENTENCE or --texts FILE (one sentence per line)")
+    if args.texts is not None:
+        result = export_texts(args.texts, args.out, request, model=args.model, backend=args.backend,
+                              progress=terminal_progress())
+        print(result.summary())
+        return 0
+    for path in export_sentence(args.text, args.out, model=args.model, backend=args.backend, request=request):
         print(path)
     return 0
 
@@ -143,6 +155,8 @@ def cmd_gui(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from core.experiment_commands import add_experiment_commands, add_intervention_flags
+
     parser = argparse.ArgumentParser(prog="glassbox", description="See inside a small transformer.")
     parser.add_argument("--model", help="bundle folder (default: the shipped model in resources/model)")
     parser.add_argument("--text", help="sentence to analyse")
@@ -154,14 +168,23 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--out", required=True, help="output folder")
     trace.add_argument("--model", help="bundle folder")
     trace.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
+    add_intervention_flags(trace)
     trace.set_defaults(func=cmd_trace)
 
-    exp = sub.add_parser("export", help="write every panel's figures for a text, without a display")
-    exp.add_argument("--text", required=True)
+    exp = sub.add_parser("export", help="write the panels' figures for a text (or each line of a file), no display")
+    exp.add_argument("--text", help="the sentence to analyse")
+    exp.add_argument("--texts", help="a UTF-8 file, one sentence per line: one sub-folder each, plus index.csv")
     exp.add_argument("--out", required=True, help="output folder")
     exp.add_argument("--model", help="bundle folder")
-    exp.add_argument("--format", default="png,svg,csv,npz", help="comma-separated: png,svg,csv,npz")
+    exp.add_argument("--formats", "--format", dest="formats", default="png,svg,csv,npz",
+                     help="comma-separated: png,svg,pdf,csv,npz")
+    exp.add_argument("--figures", help="comma-separated figure names (default: every figure)")
     exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width)")
+    exp.add_argument("--dpi", type=float, help="PNG resolution instead of --width (96 = on-screen size)")
+    for name in ("layer", "head", "query", "key", "expert-layer"):
+        exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int,
+                         help="token position" if name in ("query", "key") else None)
+    exp.add_argument("--theme", choices=["light", "dark"], default="light")
     exp.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
     exp.set_defaults(func=cmd_export)
 
@@ -172,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_training_commands(sub)
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
+    add_experiment_commands(sub)
     bench = sub.add_parser("bench", help="medians: forward pass, panel updates, startup, export, memory")
     bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
     bench.add_argument("--repeats", type=int, default=7, help="runs per median")
@@ -179,15 +203,42 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What a user can cause: bad input, files, bundles (ValueError covers BundleError and ExportError),
+# a disk or permission problem, or input so large or deep that Python or a library gives up.
+USER_ERRORS = (ValueError, OSError, MemoryError, RecursionError, OverflowError)
+EXIT_USER_ERROR, EXIT_INTERNAL_ERROR = 2, 70  # 70: sysexits' EX_SOFTWARE, "an internal software error"
+
+
+def is_user_error(exc: BaseException) -> bool:
+    """onnxruntime's exceptions derive from Exception only; any of them means the graph or its input is bad."""
+    return isinstance(exc, USER_ERRORS) or type(exc).__module__.startswith("onnxruntime")
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for stderr: the message's first line, or what the exception class means."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, MemoryError):
+        return f"out of memory{': ' + text if text else ''}"
+    if isinstance(exc, RecursionError):
+        return "input nested too deeply to read"
+    return text or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, OSError) as exc:  # BundleError, ExportError and bad input: one line, no traceback
-        print(f"glassbox: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # one line, never a traceback; a bug still says it is one
+        if is_user_error(exc):
+            print(f"glassbox: error: {error_line(exc)}", file=sys.stderr)
+            return EXIT_USER_ERROR
+        if os.environ.get("GLASSBOX_TRACEBACK"):
+            raise
+        print(f"glassbox: error: internal error ({type(exc).__name__}: {error_line(exc)}); please report it "
+              f"with the command you ran (GLASSBOX_TRACEBACK=1 shows where it happened)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":

@@ -2,9 +2,28 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+# Inclusive bounds per key. A small transformer meant to be looked at: every limit is far above
+# any model this app can show usefully, and far below what would exhaust memory before a check runs
+# (a 10^9-layer config is refused here, before a single weight shape is computed).
+BOUNDS: dict[str, tuple[float, float]] = {
+    "vocab_size": (257, 262_144),            # 256 bytes + at least one special token
+    "hidden_size": (2, 8_192),
+    "intermediate_size": (1, 32_768),
+    "num_hidden_layers": (1, 64),
+    "num_attention_heads": (1, 128),
+    "num_key_value_heads": (1, 128),
+    "num_local_experts": (1, 64),
+    "num_experts_per_tok": (1, 64),
+    "rope_theta": (2.0, 1e12),               # theta <= 1 would make the slow pairs spin fastest
+    "rms_norm_eps": (1e-12, 1.0),
+    "max_position_embeddings": (1, 8_192),   # the attention panel holds [H, T, T] per layer
+}
+MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few hundred bytes; refuse a huge one before parsing it
 
 
 @dataclass(frozen=True)
@@ -28,10 +47,10 @@ class ModelConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first key that makes no sense."""
-        positive = [f.name for f in fields(self) if f.name not in ("tie_word_embeddings",)]
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ValueError(f"config.json: {name} must be positive, got {getattr(self, name)}")
+        for name, (lo, hi) in BOUNDS.items():
+            value = getattr(self, name)
+            if not (math.isfinite(value) and lo <= value <= hi):  # NaN fails every comparison: test it first
+                raise ValueError(f"config.json: {name} must lie in [{lo:g}, {hi:g}], got {value:g}")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError("config.json: hidden_size must be divisible by num_attention_heads")
         if self.head_dim % 2:
@@ -52,20 +71,8 @@ class ModelConfig:
         missing = [k for k in known if k not in data]
         if missing:
             raise ValueError(f"config.json: missing key(s) {', '.join(missing)}")
-        values = {}
-        for f in fields(cls):
-            raw = data[f.name]
-            kind = type(getattr(cls(), f.name))
-            if kind is bool:
-                if not isinstance(raw, bool):
-                    raise ValueError(f"config.json: {f.name} must be true or false")
-                values[f.name] = raw
-            elif isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                raise ValueError(f"config.json: {f.name} must be a number, got {raw!r}")
-            elif kind is int and raw != int(raw):
-                raise ValueError(f"config.json: {f.name} must be a whole number, got {raw!r}")
-            else:
-                values[f.name] = kind(raw)
+        defaults = cls()
+        values = {f.name: _parse_value(f.name, data[f.name], type(getattr(defaults, f.name))) for f in fields(cls)}
         config = cls(**values)
         config.validate()
         return config
@@ -75,10 +82,42 @@ class ModelConfig:
 
     @classmethod
     def load(cls, path: Path) -> "ModelConfig":
+        name = Path(path).name
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            if Path(path).stat().st_size > MAX_CONFIG_BYTES:
+                raise ValueError(f"{name}: larger than {MAX_CONFIG_BYTES >> 10} KiB, not a model config")
+            data = json.loads(Path(path).read_text(encoding="utf-8"), parse_constant=_refuse_constant)
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"{Path(path).name}: not readable JSON ({exc})") from None
+            raise ValueError(f"{name}: not readable JSON ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"{name}: not readable JSON (nested too deeply)") from None
         if not isinstance(data, dict):
-            raise ValueError(f"{Path(path).name}: expected a JSON object")
+            raise ValueError(f"{name}: expected a JSON object")
         return cls.from_dict(data)
+
+
+def _refuse_constant(word: str) -> float:
+    # Python's json reads NaN and Infinity, which JSON itself does not allow.
+    raise ValueError(f"{word} is not a JSON number")
+
+
+def _parse_value(name: str, raw: Any, kind: type) -> Any:
+    """One config value as `kind`: finite, and whole where the key counts something."""
+    if kind is bool:
+        if not isinstance(raw, bool):
+            raise ValueError(f"config.json: {name} must be true or false")
+        return raw
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise ValueError(f"config.json: {name} must be a number, got {raw!r}")
+    lo, hi = BOUNDS[name]
+    # Compare before converting: a 400-digit integer overflows float(), NaN has no int().
+    if not (isinstance(raw, int) or math.isfinite(raw)) or not lo <= raw <= hi:
+        raise ValueError(f"config.json: {name} must lie in [{lo:g}, {hi:g}], got {_short(raw)}")
+    if kind is int and raw != int(raw):
+        raise ValueError(f"config.json: {name} must be a whole number, got {raw!r}")
+    return kind(raw)
+
+
+def _short(raw: float | int) -> str:
+    text = repr(raw)
+    return text if len(text) <= 24 else f"a {len(text)}-digit number"

@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from core.config import ModelConfig
+from core.interventions import Interventions
 
 Weights = Mapping[str, np.ndarray]
 F32 = np.float32
@@ -83,8 +84,8 @@ def causal_scores(q: np.ndarray, k: np.ndarray) -> np.ndarray:  # [H, T, Dh] x2 
     return np.where(future, F32(-np.inf), scores).astype(F32)
 
 
-def attention(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
-              head_mask: np.ndarray) -> dict[str, np.ndarray]:  # [T, D] -> parts, attn_out [T, D]
+def attention(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig, head_mask: np.ndarray,
+              ablate_mean: bool = False, head_patch: tuple | None = None) -> dict[str, np.ndarray]:  # [T, D] -> parts, attn_out [T, D]
     h, hkv = cfg.num_attention_heads, cfg.num_key_value_heads
     positions = np.arange(x.shape[0])
     # QKV: one projection each; k and v may have fewer heads (GQA)
@@ -98,7 +99,9 @@ def attention(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
     scores = causal_scores(q_rot, k_rot)
     attn = softmax(scores)
     # each head's weighted sum of values; the head mask scales a head's contribution
-    head_out = (attn @ v) * head_mask[:, None, None]  # [H, T, Dh]
+    head_out = ablate_heads(attn @ v, head_mask, ablate_mean)  # [H, T, Dh]
+    if head_patch is not None:
+        head_out = patched(head_out, *head_patch)
     concat = head_out.transpose(1, 0, 2).reshape(x.shape[0], -1)  # [T, H*Dh]
     attn_out = linear(concat, w[f"{p}.o_proj.weight"])
     return dict(q=q, k=k, v=v, q_rot=q_rot, k_rot=k_rot, scores=scores, attn=attn,
@@ -111,22 +114,28 @@ def swiglu_expert(x: np.ndarray, w: Weights, p: str) -> np.ndarray:  # [n, D] ->
     return linear(silu(linear(x, w[f"{p}.w1.weight"])) * linear(x, w[f"{p}.w3.weight"]), w[f"{p}.w2.weight"])
 
 
-def route(router_logits: np.ndarray, k: int,
-          override: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # [T, E] -> probs, ids [T, k], weights [T, k]
+def route(router_logits: np.ndarray, k: int, override: np.ndarray | None,
+          off: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # [T, E] -> probs, ids [T, k], weights [T, k]
     # Hugging Face order: softmax over all experts, keep the top k, renormalise them to sum 1.
     # (mistral-inference takes the top k logits and softmaxes those: the same numbers.)
     probs = softmax(router_logits)
-    ids = np.argsort(-router_logits, axis=-1, kind="stable")[:, :k].astype(np.int64)
+    # an expert switched off (off [E] True) ranks last, so the top k come from the remaining ones
+    ranked = router_logits if off is None else np.where(off, -np.inf, router_logits)
+    ids = np.argsort(-ranked, axis=-1, kind="stable")[:, :k].astype(np.int64)
     if override is not None:  # a forced expert (>= 0) replaces the router's choice in that slot
         ids = np.where(override >= 0, override, ids)
     chosen = np.take_along_axis(probs, ids, axis=-1)
     return probs, ids, chosen / chosen.sum(axis=-1, keepdims=True)
 
 
-def moe(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
-        override: np.ndarray | None) -> dict[str, np.ndarray]:  # [T, D] -> parts, moe_out [T, D]
+def moe(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig, override: np.ndarray | None,
+        off: np.ndarray | None = None, expert_patch: tuple | None = None) -> dict[str, np.ndarray]:  # [T, D] -> parts, moe_out [T, D]
     router_logits = linear(x, w[f"{p}.gate.weight"])
-    router_probs, expert_ids, expert_weights = route(router_logits, cfg.num_experts_per_tok, override)
+    router_probs, expert_ids, expert_weights = route(router_logits, cfg.num_experts_per_tok, override, off)
+    if expert_patch is not None:  # patching works on each expert's term, so the terms are kept apart
+        out = patched(expert_terms(x, w, p, cfg, expert_ids, expert_weights), *expert_patch).sum(axis=0)
+        return dict(router_logits=router_logits, router_probs=router_probs, expert_ids=expert_ids,
+                    expert_weights=expert_weights, moe_out=out)
     out = np.zeros_like(x)
     for e in range(cfg.num_local_experts):  # sparse: each expert sees only the tokens routed to it
         rows, slots = np.nonzero(expert_ids == e)
@@ -137,20 +146,66 @@ def moe(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig,
                 expert_weights=expert_weights, moe_out=out)
 
 
+# ---------------------------------------------------------------- interventions (core.interventions)
+
+def patched(x: np.ndarray, values: np.ndarray, mask: np.ndarray) -> np.ndarray:  # [..., T, W], same, [..., T] -> [..., T, W]
+    """x with the rows where mask is True replaced by values; every other row untouched, bit for bit."""
+    return np.where(mask[..., None], values, x)
+
+
+def ablate_heads(head_out: np.ndarray, head_mask: np.ndarray, mean: bool) -> np.ndarray:  # [H, T, Dh], [H] -> [H, T, Dh]
+    """Scale each head by its mask; with mean ablation the removed share is its mean output over the T positions."""
+    scaled = head_out * head_mask[:, None, None]
+    if not mean:
+        return scaled
+    return scaled + (F32(1) - head_mask)[:, None, None] * head_out.mean(axis=1, keepdims=True)
+
+
+def expert_terms(x: np.ndarray, w: Weights, p: str, cfg: ModelConfig, expert_ids: np.ndarray,
+                 expert_weights: np.ndarray) -> np.ndarray:  # [T, D], [T, k] x2 -> [E, T, D]
+    """Each expert's weighted output, kept apart (0 for tokens not routed to it); their sum is moe_out."""
+    terms = np.zeros((cfg.num_local_experts, *x.shape), F32)
+    for e in range(cfg.num_local_experts):
+        rows, slots = np.nonzero(expert_ids == e)
+        if rows.size:
+            np.add.at(terms[e], rows, expert_weights[rows, slots, None] * swiglu_expert(x[rows], w, f"{p}.experts.{e}"))
+    return terms
+
+
+def patch_stage(x: np.ndarray, iv: Interventions | None, stage: int) -> np.ndarray:  # [T, D] -> [T, D]
+    if iv is None or not iv.patches("resid_patch"):
+        return x
+    return patched(x, iv.resid_patch[stage], iv.resid_patch_mask[stage])
+
+
+def attention_interventions(iv: Interventions | None, l: int) -> dict:
+    if iv is None:
+        return {}
+    head_patch = (iv.head_patch[l], iv.head_patch_mask[l]) if iv.patches("head_patch") else None
+    return dict(ablate_mean=iv.mean_ablation, head_patch=head_patch)
+
+
+def moe_interventions(iv: Interventions | None, l: int) -> dict:
+    if iv is None:
+        return {}
+    expert_patch = (iv.expert_patch[l], iv.expert_patch_mask[l]) if iv.patches("expert_patch") else None
+    return dict(off=iv.experts_off[l] if iv.switches_experts_off() else None, expert_patch=expert_patch)
+
+
 # ---------------------------------------------------------------- block and model
 
 def block(h: np.ndarray, w: Weights, l: int, cfg: ModelConfig, head_mask: np.ndarray,
-          override: np.ndarray | None) -> dict[str, np.ndarray]:  # [T, D] -> parts, resid_post [T, D]
+          override: np.ndarray | None, iv: Interventions | None = None) -> dict[str, np.ndarray]:  # [T, D] -> parts, resid_post [T, D]
     p = f"model.layers.{l}"
     # pre-norm attention with a residual connection
     attn_in = rms_norm(h, w[f"{p}.input_layernorm.weight"], cfg.rms_norm_eps)
-    a = attention(attn_in, w, f"{p}.self_attn", cfg, head_mask)
-    resid_mid = h + a["attn_out"]
+    a = attention(attn_in, w, f"{p}.self_attn", cfg, head_mask, **attention_interventions(iv, l))
+    resid_mid = patch_stage(h + a["attn_out"], iv, 1 + 2 * l)
     # pre-norm mixture of experts with a residual connection
     moe_in = rms_norm(resid_mid, w[f"{p}.post_attention_layernorm.weight"], cfg.rms_norm_eps)
-    m = moe(moe_in, w, f"{p}.block_sparse_moe", cfg, override)
+    m = moe(moe_in, w, f"{p}.block_sparse_moe", cfg, override, **moe_interventions(iv, l))
     return dict(attn_in=attn_in, **a, resid_mid=resid_mid, moe_in=moe_in, **m,
-                resid_post=resid_mid + m["moe_out"])
+                resid_post=patch_stage(resid_mid + m["moe_out"], iv, 2 + 2 * l))
 
 
 def lm_head_weight(w: Weights, cfg: ModelConfig) -> np.ndarray:  # -> [V, D]
@@ -158,15 +213,18 @@ def lm_head_weight(w: Weights, cfg: ModelConfig) -> np.ndarray:  # -> [V, D]
 
 
 def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray | None = None,
-            expert_override: np.ndarray | None = None) -> dict:  # [T] -> {embed, layers: [...], final_norm, logits}
-    """Run the model on token ids; head_mask [L, H] scales heads, expert_override [L, T, k] forces experts (-1 = router's pick)."""
-    if head_mask is None:
-        head_mask = np.ones((cfg.num_hidden_layers, cfg.num_attention_heads), F32)
+            expert_override: np.ndarray | None = None,
+            interventions: Interventions | None = None) -> dict:  # [T] -> {embed, layers: [...], final_norm, logits}
+    """Run the model on token ids; head_mask [L, H] scales heads, expert_override [L, T, k] forces experts (-1 = router's pick);
+    `interventions` (core.interventions) carries those two and every other intervention in one value."""
+    if interventions is None:
+        interventions = Interventions(head_mask=head_mask, expert_override=expert_override)
+    iv = interventions.filled(cfg, len(ids))
     h = w["model.embed_tokens.weight"][ids]  # token embedding: one table row per id
+    h = patch_stage(h, iv, 0)
     embed, layers = h, []
     for l in range(cfg.num_hidden_layers):
-        override = None if expert_override is None else expert_override[l]
-        layer = block(h, w, l, cfg, head_mask[l].astype(F32), override)
+        layer = block(h, w, l, cfg, iv.head_mask[l], iv.expert_override[l], iv)
         layers.append(layer)
         h = layer["resid_post"]
     final_norm = rms_norm(h, w["model.norm.weight"], cfg.rms_norm_eps)

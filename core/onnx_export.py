@@ -6,6 +6,13 @@ also graph inputs), so a caller may leave them out:
   head_mask        float32 [L, H]     1 keeps a head, 0 removes its contribution
   expert_override  int64   [L, P, K]  -1 lets the router choose, e >= 0 forces expert e
                                       (P = max_position_embeddings; the graph reads the first T rows)
+and the other interventions of core.interventions, each defaulting to "none" (a patch's
+defaults have a position axis of 1, which broadcasts over the T positions):
+  ablate_mean      float32 []         1: an ablated head outputs its mean over positions instead of 0
+  experts_off      bool    [L, E]     the router picks its top k among the experts left on
+  resid_patch      float32 [S, T, D]  with resid_patch_mask  bool [S, T]      (S = 1 + 2L stages)
+  head_patch       float32 [L, H, T, Dh] with head_patch_mask bool [L, H, T]
+  expert_patch     float32 [L, E, T, D]  with expert_patch_mask bool [L, E, T]
 """
 from __future__ import annotations
 
@@ -92,6 +99,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                         cfg.head_dim, cfg.num_experts_per_tok)
     g.const(np.ones((L, H), np.float32), "head_mask")
     g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
+    intervention_inputs = _intervention_defaults(g, cfg)
     outputs: list[tuple[str, str, type, list]] = []  # (graph value, output name, dtype, dims)
 
     def emit(value: str, out_name: str, dtype: type, dims: list) -> None:
@@ -113,6 +121,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
     minus_inf = g.f32(-np.inf)
 
     h = g.op("Gather", "model.embed_tokens.weight", ids, axis=0)       # [T, D]
+    h = _patch_rows(g, h, "resid_patch", 0)
     emit(h, "embed", np.float32, ["T", cfg.hidden_size])
     for l in range(L):
         p = f"model.layers.{l}"
@@ -130,16 +139,18 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         scores = parts["scores"] = g.op("Where", future, minus_inf, raw)
         attn = parts["attn"] = g.op("Softmax", scores, axis=-1)
         mask_l = g.op("Reshape", g.op("Gather", "head_mask", g.i64(l), axis=0), g.i64(H, 1, 1))
-        head_out = parts["head_out"] = g.op("Mul", g.op("MatMul", attn, v), mask_l)
+        head_out = _ablate_heads(g, g.op("MatMul", attn, v), mask_l)
+        head_out = parts["head_out"] = _patch_rows(g, head_out, "head_patch", l)
         concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
         attn_out = parts["attn_out"] = g.linear(concat, f"{p}.self_attn.o_proj.weight")
-        resid_mid = parts["resid_mid"] = g.op("Add", h, attn_out)
+        resid_mid = parts["resid_mid"] = _patch_rows(g, g.op("Add", h, attn_out), "resid_patch", 1 + 2 * l)
         # pre-norm mixture of experts
         x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
         logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
         probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
-        _, top_ids = g.op("TopK", logits, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
         layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
+        ranked = g.op("Where", g.op("Gather", "experts_off", layer_index, axis=0), minus_inf, logits)
+        _, top_ids = g.op("TopK", ranked, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
         forced = g.op("Slice", g.op("Gather", "expert_override", layer_index, axis=0), g.i64(0), n_tokens, g.i64(0))
         ids_l = parts["expert_ids"] = g.op("Where", g.op("GreaterOrEqual", forced, g.i64(0)), forced, top_ids)
         chosen = g.op("GatherElements", probs, ids_l, axis=1)
@@ -153,9 +164,10 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
             q_e = f"{p}.block_sparse_moe.experts.{e}"
             hidden = g.op("Mul", g.silu(g.linear(x, f"{q_e}.w1.weight")), g.linear(x, f"{q_e}.w3.weight"))
             column = g.op("Slice", combine, g.i64(e), g.i64(e + 1), g.i64(1))
-            expert_terms.append(g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column))
+            term = g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column)
+            expert_terms.append(_patch_rows(g, term, "expert_patch", l, e))
         moe_out = parts["moe_out"] = g.op("Sum", *expert_terms) if len(expert_terms) > 1 else expert_terms[0]
-        h = parts["resid_post"] = g.op("Add", resid_mid, moe_out)
+        h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, moe_out), "resid_patch", 2 + 2 * l)
         dims = _layer_dims(cfg)
         for name, _, dtype in LAYER_FIELDS:
             emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
@@ -168,6 +180,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
         helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
         helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+        *intervention_inputs,
     ]
     graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
     graph = helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers)
@@ -175,6 +188,46 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                               producer_name="glassbox", ir_version=IR_VERSION)
     helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
     return model
+
+
+# ---------------------------------------------------------------- interventions (core.interventions)
+
+def _intervention_defaults(g: _Graph, cfg: ModelConfig) -> list[onnx.ValueInfoProto]:
+    """Register each intervention input's "none" default; return the inputs' declarations."""
+    L, H, E, D, Dh = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts,
+                      cfg.hidden_size, cfg.head_dim)
+    S = 1 + 2 * L
+    declared = {  # name: (default, declared dims); a patch's position axis is 1 by default and T when fed
+        "ablate_mean": (np.array(0, np.float32), []),
+        "experts_off": (np.zeros((L, E), bool), [L, E]),
+        "resid_patch": (np.zeros((S, 1, D), np.float32), [S, "T_patch", D]),
+        "resid_patch_mask": (np.zeros((S, 1), bool), [S, "T_patch"]),
+        "head_patch": (np.zeros((L, H, 1, Dh), np.float32), [L, H, "T_patch", Dh]),
+        "head_patch_mask": (np.zeros((L, H, 1), bool), [L, H, "T_patch"]),
+        "expert_patch": (np.zeros((L, E, 1, D), np.float32), [L, E, "T_patch", D]),
+        "expert_patch_mask": (np.zeros((L, E, 1), bool), [L, E, "T_patch"]),
+    }
+    kinds = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(bool): TensorProto.BOOL}
+    for name, (default, _) in declared.items():
+        g.const(default, name)
+    return [helper.make_tensor_value_info(name, kinds[default.dtype], dims)
+            for name, (default, dims) in declared.items()]
+
+
+def _patch_rows(g: _Graph, x: str, patch: str, *index: int) -> str:  # [..., T, W] -> [..., T, W]
+    """x with the rows where patch_mask[index] is True replaced by patch[index] (core.model.patched)."""
+    values, mask = patch, f"{patch}_mask"
+    for i in index:  # scalar indices drop the leading axes: [S, T, D] -> [T, D]
+        values = g.op("Gather", values, g.const(np.array(i, np.int64)), axis=0)
+        mask = g.op("Gather", mask, g.const(np.array(i, np.int64)), axis=0)
+    return g.op("Where", g.op("Unsqueeze", mask, g.i64(-1)), values, x)
+
+
+def _ablate_heads(g: _Graph, head_out: str, mask: str) -> str:  # [H, T, Dh], [H, 1, 1] -> [H, T, Dh]
+    """core.model.ablate_heads: scale by the mask, plus (1 - mask) x the mean over positions when ablate_mean is 1."""
+    mean = g.op("ReduceMean", head_out, axes=[1], keepdims=1)
+    fill = g.op("Mul", g.op("Mul", g.op("Sub", g.f32(1.0), mask), mean), "ablate_mean")
+    return g.op("Add", g.op("Mul", head_out, mask), fill)
 
 
 def _layer_dims(cfg: ModelConfig) -> dict[str, list]:

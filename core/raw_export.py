@@ -1,15 +1,16 @@
-"""Raw numbers out: trace.npz, tokens.csv and CSV tables, each written atomically."""
+"""Raw numbers out: trace.npz, tokens.csv and CSV tables; a set of files is written all-or-nothing."""
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from core.atomic import atomic_write_bytes
+from core.atomic import StagedFolder, atomic_write_bytes
 from core.trace import Trace
 
 
@@ -17,18 +18,55 @@ class ExportError(OSError):
     """A write that could not happen; str(error) says where and why, and nothing partial is left."""
 
 
-def ensure_writable_folder(folder: str | os.PathLike) -> Path:
+def check_export_folder(folder: str | os.PathLike) -> Path:
+    """Refuse, before any slow work, a folder that cannot be made or written; create nothing."""
     folder = Path(folder)
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ExportError(f"cannot create the folder {folder}: {existing} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ExportError(f"the folder {existing} is not writable")
+    return folder
+
+
+def ensure_writable_folder(folder: str | os.PathLike) -> Path:
+    """Create folder (and parents) now and check it is writable. For a set of files prefer
+    write_file_set / staged_export, which create nothing until every file is written."""
+    folder = check_export_folder(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ExportError(f"cannot create the folder {folder}: {exc.strerror or exc}") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ExportError(f"the folder {folder} is not writable")
     return folder
 
 
+@contextlib.contextmanager
+def staged_export(folder: str | os.PathLike) -> Iterator[StagedFolder]:
+    """Write a set of files all-or-nothing (core.atomic.StagedFolder); OSError becomes one clear ExportError."""
+    folder = check_export_folder(folder)
+    staged = StagedFolder(folder)
+    try:
+        with staged:
+            yield staged
+    except ExportError:
+        raise
+    except OSError as exc:
+        where = folder / staged.writing if staged.writing else folder
+        raise ExportError(f"cannot write {where}: {exc.strerror or exc}; nothing was written") from None
+
+
+def write_file_set(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[Path]:
+    """Every file or none: {relative name: bytes} into folder, through staged_export."""
+    with staged_export(folder) as staged:
+        for name, data in files.items():
+            staged.write(name, data)
+    return staged.paths
+
+
 def write_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """One file, atomically (temporary file + rename)."""
     path = Path(path)
     try:
         atomic_write_bytes(path, data)
@@ -70,6 +108,5 @@ def matrix_csv_text(matrix: np.ndarray, row_labels: Sequence[str], col_labels: S
 
 def write_trace_files(trace: Trace, folder: str | os.PathLike) -> list[Path]:
     """trace.npz (every field under its ONNX output name, plus input_ids) and tokens.csv."""
-    folder = ensure_writable_folder(folder)
-    return [write_atomic(folder / "trace.npz", trace_npz_bytes(trace)),
-            write_atomic(folder / "tokens.csv", tokens_csv_text(trace).encode("utf-8"))]
+    return write_file_set(folder, {"trace.npz": trace_npz_bytes(trace),
+                                   "tokens.csv": tokens_csv_text(trace).encode("utf-8")})

@@ -3,6 +3,8 @@
 Interventions are arguments of a run, never edits of an old Trace:
   head_mask        [L, H] float  1 keeps a head, 0 removes its contribution to attn_out
   expert_override  [L, T, K] int -1 lets the router choose that slot, e >= 0 forces expert e
+  interventions    core.interventions.Interventions: those two and every other one (mean
+                   ablation, experts switched off, activation patches) in one value
 """
 from __future__ import annotations
 
@@ -15,18 +17,38 @@ import numpy as np
 from core import model as reference
 from core.bundle import Bundle
 from core.config import ModelConfig
+from core.interventions import PATCHES, Interventions
+from core.parity import first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names
+
+DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
 
 
 class Runner(Protocol):
     name: str
     bundle: Bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace: ...
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace: ...
+
+    def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray: ...  # [T] -> [T, V]
 
 
-def check_run_inputs(config: ModelConfig, ids, head_mask=None, expert_override=None):
-    """Validate and normalise run arguments; raise ValueError with a message a user can act on."""
+def check_interventions(config: ModelConfig, ids, interventions: Interventions) -> tuple[np.ndarray, Interventions]:
+    """Validated ids [T] and the filled interventions for them; ValueError with a message a user can act on."""
+    ids = _check_ids(config, ids)
+    return ids, interventions.filled(config, ids.shape[0])
+
+
+def resolve_interventions(head_mask, expert_override, interventions: Interventions | None) -> Interventions:
+    """One Interventions from a run's arguments; head_mask/expert_override may not also be set in `interventions`."""
+    if interventions is None:
+        return Interventions(head_mask=head_mask, expert_override=expert_override)
+    if head_mask is not None or expert_override is not None:
+        raise ValueError("give head_mask and expert_override inside interventions, not beside it")
+    return interventions
+
+
+def _check_ids(config: ModelConfig, ids) -> np.ndarray:
     ids = np.asarray(ids, dtype=np.int64).reshape(-1)
     t = ids.shape[0]
     if t == 0:
@@ -35,17 +57,7 @@ def check_run_inputs(config: ModelConfig, ids, head_mask=None, expert_override=N
         raise ValueError(f"{t} tokens is past the model's context of {config.max_position_embeddings}")
     if ids.min() < 0 or ids.max() >= config.vocab_size:
         raise ValueError(f"token ids must lie in [0, {config.vocab_size})")
-    L, H, K, E = (config.num_hidden_layers, config.num_attention_heads,
-                  config.num_experts_per_tok, config.num_local_experts)
-    mask = np.ones((L, H), np.float32) if head_mask is None else np.asarray(head_mask, np.float32)
-    if mask.shape != (L, H):
-        raise ValueError(f"head_mask must have shape ({L}, {H}), got {mask.shape}")
-    override = np.full((L, t, K), -1, np.int64) if expert_override is None else np.asarray(expert_override, np.int64)
-    if override.shape != (L, t, K):
-        raise ValueError(f"expert_override must have shape ({L}, {t}, {K}), got {override.shape}")
-    if override.min() < -1 or override.max() >= E:
-        raise ValueError(f"expert_override entries must be -1 or an expert in [0, {E})")
-    return ids, mask, override
+    return ids
 
 
 class NumpyRunner:
@@ -54,17 +66,24 @@ class NumpyRunner:
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
         cfg = self.bundle.config
-        ids, mask, override = check_run_inputs(cfg, ids, head_mask, expert_override)
+        iv = resolve_interventions(head_mask, expert_override, interventions)
+        ids, iv = check_interventions(cfg, ids, iv)
         start = time.perf_counter()
-        result = reference.forward(ids, self.bundle.weights, cfg, mask, override)
+        with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
+            result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv)
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):
             outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS})
-        return Trace.from_outputs(cfg, ids, outputs, head_mask=mask, expert_override=override,
-                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+        return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
+
+    def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
+        """Only the logits of a run: what a sweep reads, without assembling a Trace."""
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions())
+        return reference.forward(ids, self.bundle.weights, self.bundle.config, interventions=iv)["logits"]
 
 
 class OnnxRunner:
@@ -78,21 +97,50 @@ class OnnxRunner:
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
-        self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"])
+        # That fusion sizes its outputs from an intervention input's default (a position axis of 1), and a
+        # patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
+        self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"],
+                                             disabled_optimizers=["GatherSliceToSplitFusion"])
         self._outputs = output_names(bundle.config.num_hidden_layers)
+        self._inputs = {i.name for i in self._session.get_inputs()} | \
+            {i.name for i in self._session.get_overridable_initializers()}
 
-    def run(self, ids, *, head_mask=None, expert_override=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
         cfg = self.bundle.config
-        ids, mask, override = check_run_inputs(cfg, ids, head_mask, expert_override)
-        padded = np.full((cfg.num_hidden_layers, cfg.max_position_embeddings, cfg.num_experts_per_tok), -1, np.int64)
-        padded[:, : ids.shape[0]] = override
-        feeds = {"input_ids": ids[None, :], "head_mask": mask, "expert_override": padded}
+        iv = resolve_interventions(head_mask, expert_override, interventions)
+        ids, iv = check_interventions(cfg, ids, iv)
+        feeds = self._feeds(ids, iv)
         start = time.perf_counter()
         values = self._session.run(self._outputs, feeds)
         elapsed = time.perf_counter() - start
         outputs = {name: value[0] for name, value in zip(self._outputs, values)}  # drop the batch axis
-        return Trace.from_outputs(cfg, ids, outputs, head_mask=mask, expert_override=override,
-                                  backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights)
+        # The graph is data from a file: its outputs are checked like any input before a panel sees them.
+        return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
+
+    def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
+        """Only the logits of a run: what a sweep reads, without copying out every other output."""
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions())
+        return self._session.run(["logits"], self._feeds(ids, iv))[0][0]
+
+    def _feeds(self, ids: np.ndarray, iv: Interventions) -> dict[str, np.ndarray]:
+        cfg = self.bundle.config
+        padded = np.full((cfg.num_hidden_layers, cfg.max_position_embeddings, cfg.num_experts_per_tok), -1, np.int64)
+        padded[:, : ids.shape[0]] = iv.expert_override
+        feeds = {"input_ids": ids[None, :], "head_mask": iv.head_mask, "expert_override": padded}
+        # the other interventions are fed only when on, so a graph exported before them still runs plain
+        if iv.mean_ablation:
+            feeds["ablate_mean"] = np.array(1, np.float32)
+        if iv.switches_experts_off():
+            feeds["experts_off"] = iv.experts_off
+        for values, mask in PATCHES:
+            if iv.patches(values):
+                feeds[values], feeds[mask] = getattr(iv, values), getattr(iv, mask)
+        missing = sorted(set(feeds) - self._inputs)
+        if missing:
+            raise ValueError(f"this model.onnx predates the {missing[0]} intervention; "
+                             "export the bundle again with this version of Glassbox")
+        return feeds
 
 
 def max_difference(a: Trace, b: Trace) -> float:
@@ -110,6 +158,31 @@ def max_difference(a: Trace, b: Trace) -> float:
         if np.isnan(diff).any():
             return float("inf")
     return worst
+
+
+def dry_run(bundle: Bundle) -> None:
+    """Run a few tokens through both runners with an intervention each must honour; raise if they disagree.
+
+    The ONNX run forces distinct experts at position 0 and removes head 0 of layer 0; the NumPy run
+    is given ONNX's routing, so a near-tie in the router cannot make two correct runners differ.
+    """
+    cfg = bundle.config
+    L, H, K, E = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_experts_per_tok, cfg.num_local_experts
+    t = min(cfg.max_position_embeddings, DRY_RUN_TOKENS)
+    ids = (np.arange(t) * 131 + 1) % cfg.vocab_size   # spread over the vocabulary
+    mask = np.ones((L, H), np.float32)
+    mask[0, 0] = 0.0
+    forced = np.full((L, t, K), -1, np.int64)
+    forced[:, 0] = np.arange(E - 1, E - 1 - K, -1)
+    onnx_trace = OnnxRunner(bundle, threads=1).run(ids, head_mask=mask, expert_override=forced)
+    if not all(np.array_equal(layer.expert_ids[0], forced[l, 0]) for l, layer in enumerate(onnx_trace.layers)):
+        raise ValueError("the graph ignores expert_override")
+    routing = np.stack([layer.expert_ids for layer in onnx_trace.layers])
+    numpy_trace = NumpyRunner(bundle).run(ids, head_mask=mask, expert_override=routing)
+    disagreement = first_disagreement(numpy_trace, onnx_trace)
+    if disagreement:
+        raise ValueError(f"the NumPy reference and the graph disagree on {disagreement}: config.json does not "
+                         "describe this graph (rope_theta? rms_norm_eps?)")
 
 
 def make_runner(bundle: Bundle, backend: str) -> Runner:

@@ -46,8 +46,9 @@ def _with_vocab_labels(trace: Trace, tokenizer: BPETokenizer) -> Trace:
     return replace(trace, vocab_labels=vocab_labels(tokenizer))
 
 
-def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None) -> Trace:
-    """The whole pipeline for one sentence. Raises ValueError for text with no tokens."""
+def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
+    """The whole pipeline for one sentence. Raises ValueError for text with no tokens.
+    `interventions` (core.interventions.Interventions) goes to the runner as it is."""
     bundle = runner.bundle
     prepared = prepare_text(bundle.tokenizer, text, bundle.config.max_position_embeddings)
     tokenization = prepared.tokenization
@@ -56,7 +57,7 @@ def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None) 
     override = None
     if expert_override is not None:  # an override made for a longer text is cut to the tokens analysed
         override = np.asarray(expert_override)[:, : len(tokenization.tokens)]
-    trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override)
+    trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override, interventions=interventions)
     labels = tuple(token.display for token in tokenization.tokens)
     trace = trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
     return _with_vocab_labels(trace, bundle.tokenizer)

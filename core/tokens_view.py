@@ -8,10 +8,10 @@ that start one are marked: the panel leaves a wider gap before them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from core.raw_export import csv_text
-from core.tokenizer import Tokenization, display_piece, piece_to_bytes
+from core.tokenizer import Tokenization
 from core.trace import Trace
 
 FRAGMENT_MARK = "‹"   # display_piece writes bytes that are part of a character as ‹e8 ae›
@@ -54,17 +54,6 @@ def tokens_csv(trace: Trace | None) -> str:
     return csv_text(rows)
 
 
-@lru_cache(maxsize=8192)
-def shown_piece(piece: str) -> str:
-    """A vocab piece out of context, readable (cached: the replay shows the same pieces again and again)."""
-    return display_piece(piece)
-
-
-@lru_cache(maxsize=8192)
-def _piece_byte_length(piece: str) -> int:
-    return len(piece_to_bytes(piece))
-
-
 @dataclass(frozen=True)
 class ReplayPiece:
     text: str          # readable
@@ -93,9 +82,7 @@ class MergeReplay:
         return tok.initial_pieces if step == 0 else tok.steps[step - 1].pieces
 
     def _byte_length(self, piece: str) -> int:
-        if piece in self.tokenization.special_pieces:
-            return len(piece.encode("utf-8"))
-        return _piece_byte_length(piece)
+        return len(self.tokenization.piece_bytes(piece))  # the flavour knows its alphabet (bytes or characters)
 
     def starts(self, pieces) -> list[int]:
         """Byte offset where each piece starts in the sentence's UTF-8."""
@@ -124,10 +111,11 @@ class MergeReplay:
     def caption(self, step: int) -> str:
         pieces = self.pieces_at(step)
         if step == 0:
-            return f"Step 0 of {self.n_steps}: the sentence as {len(pieces)} bytes, before any merge"
-        s = self.tokenization.steps[step - 1]
-        return (f"Step {step} of {self.n_steps}: merge rank {s.rank}: ‘{display_piece(s.left)}’ + "
-                f"‘{display_piece(s.right)}’ → ‘{display_piece(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
+            unit = "bytes" if self.tokenization.alphabet.byte_level else "characters"  # SentencePiece: characters
+            return f"Step 0 of {self.n_steps}: the sentence as {len(pieces)} {unit}, before any merge"
+        s, shown = self.tokenization.steps[step - 1], self.tokenization.display_piece
+        return (f"Step {step} of {self.n_steps}: merge rank {s.rank}: ‘{shown(s.left)}’ + "
+                f"‘{shown(s.right)}’ → ‘{shown(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
 
     def step(self, step: int) -> ReplayStep:
         pieces = self.pieces_at(step)
@@ -139,8 +127,10 @@ class MergeReplay:
 
     def entries(self) -> list[str]:
         """One line per step for the step list: number, rank, the two pieces merged, how often."""
-        return ["0  bytes"] + [f"{k}  #{s.rank}  {shown_piece(s.left)} + {shown_piece(s.right)}  ×{s.count}"
-                               for k, s in enumerate(self.tokenization.steps, start=1)]
+        shown = self.tokenization.display_piece
+        unit = "bytes" if self.tokenization.alphabet.byte_level else "characters"
+        return [f"0  {unit}"] + [f"{k}  #{s.rank}  {shown(s.left)} + {shown(s.right)}  ×{s.count}"
+                                 for k, s in enumerate(self.tokenization.steps, start=1)]
 
     def csv(self) -> str:
         """One row per step: the merge applied and every piece after it (readable form, | between pieces)."""
@@ -150,8 +140,9 @@ class MergeReplay:
         rows.append([0, "", "", "", "", "", len(initial), " | ".join(initial)])
         for k, s in enumerate(tok.steps, start=1):
             shown = tok.display_pieces(s.pieces)
-            rows.append([k, s.rank, display_piece(s.left), display_piece(s.right), display_piece(s.merged),
-                         s.count, len(shown), " | ".join(shown)])
+            piece = tok.display_piece
+            rows.append([k, s.rank, piece(s.left), piece(s.right), piece(s.merged), s.count, len(shown),
+                         " | ".join(shown)])
         return csv_text(rows)
 
 

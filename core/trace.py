@@ -109,6 +109,8 @@ class Trace:
     # Readable label of every vocab id (filled by the session from the tokenizer), so panels can name
     # tokens that are not in the sentence, e.g. next-token candidates; empty -> "#id".
     vocab_labels: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # Every intervention of the run (core.interventions.Interventions, filled); None for a trace built by hand.
+    interventions: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("input_ids", "embed", "final_norm", "logits", "head_mask", "expert_override"):
@@ -170,6 +172,10 @@ class Trace:
         for l, layer in enumerate(self.layers):
             for name, spec, dtype in LAYER_FIELDS:
                 _check(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
+        for l, layer in enumerate(self.layers):  # panels index by expert id: one out of range would crash them
+            ids = layer.expert_ids
+            if ids.size and (ids.min() < 0 or ids.max() >= sym["E"]):
+                raise TraceError(f"layers.{l}.expert_ids: values outside [0, {sym['E']})")
         _check("head_mask", self.head_mask, (self.num_layers, sym["H"]), np.float32)
         _check("expert_override", self.expert_override, (self.num_layers, sym["T"], sym["K"]), np.int64)
         if self.tokens and len(self.tokens) != sym["T"]:
@@ -189,6 +195,8 @@ class Trace:
         arrays["logits"] = self.logits
         arrays["head_mask"] = self.head_mask
         arrays["expert_override"] = self.expert_override
+        if self.interventions is not None:  # ablate_mode, experts_off and the patches, beside the two above
+            arrays.update(self.interventions.to_arrays())
         return arrays
 
     @classmethod

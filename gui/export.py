@@ -1,32 +1,44 @@
-"""Figures and numbers to files: PNG at any width, SVG, CSV tables, the whole Trace as NPZ.
+"""Figures and numbers to files: PNG at any width or DPI, SVG, PDF, CSV tables, the whole Trace as NPZ.
 
 Rendering needs the GUI thread (it paints widgets); it produces bytes in memory. Writing is
-separate (`write_files`) so it can run off the UI thread, and every file is written atomically
-(temporary file, then rename): a failure leaves no partial file behind.
+separate (`write_files`) so it can run off the UI thread, and a set of files is written
+all-or-nothing (core.raw_export.write_file_set): a failure leaves nothing behind.
 
 File names, for one panel Figure named NAME:
     NAME.png   the figure at `width` pixels (default: twice its on-screen width), aspect kept
-    NAME.svg   the figure as vectors (text as glyph outlines)
+    NAME.svg   the figure as vectors (text as glyph outlines), see gui/svg_export.py
+    NAME.pdf   the figure as a vector PDF page of its own size (fonts embedded)
     NAME.csv   Figure.table(), and one KEY.csv per Figure.extra_tables entry
 and for the whole trace: trace.npz (every array, as `main.py trace`) and tokens.csv.
 """
 from __future__ import annotations
 
 import os
+import struct
+import zlib
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from PySide6.QtCore import QBuffer, QIODevice, QPoint, Qt
-from PySide6.QtGui import QImage, QPainter
+import numpy as np
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSizeF
+from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
+from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QWidget
 
-from core.raw_export import ensure_writable_folder, tokens_csv_text, trace_npz_bytes, write_atomic
+from core.raw_export import tokens_csv_text, trace_npz_bytes, write_file_set
 from core.trace import Trace
 from gui.panels.base import Figure
 from gui.svg_export import widget_svg_bytes
 
-FORMATS = ("png", "svg", "csv", "npz")
-DEFAULT_PNG_SCALE = 2.0   # exports are for slides and articles: twice the on-screen pixels
+FORMATS = ("png", "svg", "pdf", "csv", "npz")
+DEFAULT_FORMATS = ("png", "svg", "csv", "npz")
+DEFAULT_PNG_SCALE = 2.0      # exports are for slides and articles: twice the on-screen pixels
+SCREEN_DPI = 96.0            # a figure's on-screen pixel is 1/96 inch (what --dpi scales from)
+PNG_WIDTH_RANGE = (16, 20000)
+PNG_DPI_RANGE = (24, 1200)
+MAX_PNG_PIXELS = 100_000_000  # 400 MB of pixels: past this a PNG is refused, not attempted
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -38,18 +50,47 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return chosen
 
 
-def png_bytes(widget: QWidget, width: int | None = None) -> bytes:
-    """The widget painted at `width` pixels wide (default 2x on screen), height in proportion."""
+def check_png_size(width: int | None = None, dpi: float | None = None) -> None:
+    """Refuse a width or DPI outside the supported range with one line naming the range."""
+    if width is not None and not PNG_WIDTH_RANGE[0] <= width <= PNG_WIDTH_RANGE[1]:
+        raise ValueError(f"--width must be between {PNG_WIDTH_RANGE[0]} and {PNG_WIDTH_RANGE[1]} pixels, got {width}")
+    if dpi is not None and not PNG_DPI_RANGE[0] <= dpi <= PNG_DPI_RANGE[1]:
+        raise ValueError(f"--dpi must be between {PNG_DPI_RANGE[0]} and {PNG_DPI_RANGE[1]}, got {dpi:g}")
+    if width is not None and dpi is not None:
+        raise ValueError("choose --width or --dpi, not both")
+
+
+def png_size(widget: QWidget, width: int | None = None, dpi: float | None = None) -> tuple[int, int, float]:
+    """(width, height, scale) of the PNG for this widget: `width` pixels, or `dpi`, or 2x on screen."""
+    check_png_size(width, dpi)
     source_w, source_h = max(1, widget.width()), max(1, widget.height())
-    width = int(width) if width else round(source_w * DEFAULT_PNG_SCALE)
-    if width <= 0:
-        raise ValueError(f"a PNG width must be positive, got {width}")
-    scale = width / source_w
-    image = QImage(width, max(1, round(source_h * scale)), QImage.Format.Format_ARGB32_Premultiplied)
-    image.fill(Qt.GlobalColor.white)
+    if width:
+        scale = width / source_w
+    else:
+        scale = (dpi / SCREEN_DPI) if dpi else DEFAULT_PNG_SCALE
+    out_w, out_h = max(1, round(source_w * scale)), max(1, round(source_h * scale))
+    if out_w * out_h > MAX_PNG_PIXELS:
+        raise ValueError(f"a {out_w} × {out_h} PNG is more than {MAX_PNG_PIXELS // 1_000_000} million pixels: "
+                         f"choose a smaller --width or --dpi")
+    return out_w, out_h, scale
+
+
+def background_of(widget: QWidget) -> QColor:
+    return widget.palette().color(widget.backgroundRole())
+
+
+def render_image(widget: QWidget, width: int | None = None, dpi: float | None = None) -> QImage:
+    """The widget painted (not resampled) at the chosen size, so text and lines stay sharp."""
+    out_w, out_h, scale = png_size(widget, width, dpi)
+    image = QImage(out_w, out_h, QImage.Format.Format_RGB32)
+    if image.isNull():
+        raise ValueError(f"cannot allocate a {out_w} × {out_h} image: choose a smaller --width or --dpi")
+    image.fill(background_of(widget))
+    dots_per_metre = round(scale * SCREEN_DPI / 0.0254)
+    image.setDotsPerMeterX(dots_per_metre)
+    image.setDotsPerMeterY(dots_per_metre)
     painter = QPainter(image)
     try:
-        # Painting scaled (not resampling a screenshot) keeps text and lines sharp at any width.
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
         painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
         painter.scale(scale, scale)
@@ -57,20 +98,84 @@ def png_bytes(widget: QWidget, width: int | None = None) -> bytes:
         QWidget.render(widget, painter, QPoint())
     finally:
         painter.end()
+    return image
+
+
+def image_png_bytes(image: QImage) -> bytes:
+    """An opaque image as a PNG: 8-bit RGB, the "Sub" filter and zlib level 1, with its DPI (pHYs).
+
+    Written here rather than by QImage.save: figures are mostly flat colour, where Sub turns rows into
+    runs of zeros that fast deflate packs well; this is about 3x faster than Qt's libpng defaults
+    for a file of about the same size (benchmarks: gui.headless.bench_export_all).
+    """
+    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
+    height, width = rgb.height(), rgb.width()
+    if rgb.isNull() or width == 0 or height == 0:
+        raise ValueError(f"could not encode a {image.width()} × {image.height()} PNG")
+    rows = np.frombuffer(rgb.constBits(), np.uint8).reshape(height, rgb.bytesPerLine())[:, : width * 3]
+    filtered = np.empty((height, width * 3 + 1), np.uint8)
+    filtered[:, 0] = 1                                  # filter type Sub: each byte minus the pixel to its left
+    filtered[:, 1:4] = rows[:, :3]
+    np.subtract(rows[:, 3:], rows[:, :-3], out=filtered[:, 4:])
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8-bit RGB, no interlace
+    density = struct.pack(">IIB", image.dotsPerMeterX(), image.dotsPerMeterY(), 1)
+    return b"".join((b"\x89PNG\r\n\x1a\n", _png_chunk(b"IHDR", header), _png_chunk(b"pHYs", density),
+                     _png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 1)), _png_chunk(b"IEND", b"")))
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def png_bytes(widget: QWidget, width: int | None = None, dpi: float | None = None) -> bytes:
+    """The widget as a PNG `width` pixels wide (or at `dpi`; default 2x on screen), aspect kept."""
+    return image_png_bytes(render_image(widget, width, dpi))
+
+
+def pdf_bytes(widget: QWidget, title: str = "", svg: bytes | None = None) -> bytes:
+    """The widget as one vector PDF page of its own size (1 on-screen pixel = 1/96 inch).
+
+    Drawn from the portable SVG (gui/svg_export.py) rather than from the widget: the PDF then has
+    the same crisp heatmaps and outlined text (Chinese needs no font), and Qt's PDF engine never
+    meets the widget gradients it cannot write ("gradient between colors of different spec").
+    """
+    svg = svg if svg is not None else widget_svg_bytes(widget, title=title)
+    width, height = max(1, widget.width()), max(1, widget.height())
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
+    writer = QPdfWriter(buffer)
+    writer.setResolution(round(SCREEN_DPI))
+    writer.setTitle(title or "Glassbox figure")
+    writer.setCreator("Glassbox")
+    points = QSizeF(width * 72.0 / SCREEN_DPI, height * 72.0 / SCREEN_DPI)
+    page = QPageSize(points, QPageSize.Unit.Point, "figure", QPageSize.SizeMatchPolicy.ExactMatch)
+    writer.setPageLayout(QPageLayout(page, QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
+    painter = QPainter(writer)
+    try:
+        QSvgRenderer(QByteArray(svg)).render(painter, QRectF(0, 0, width, height))
+    finally:
+        painter.end()
+    buffer.close()
     return bytes(buffer.data())
 
 
-def figure_files(figure: Figure, formats: Iterable[str], width: int | None = None) -> dict[str, bytes]:
-    """{file name: bytes} for one figure in the chosen formats (npz is per trace, not per figure)."""
+def figure_files(figure: Figure, formats: Iterable[str], width: int | None = None,
+                 dpi: float | None = None, encoder: Executor | None = None) -> dict[str, bytes]:
+    """{file name: bytes} for one figure in the chosen formats (npz is per trace, not per figure).
+
+    With an `encoder` (a thread pool), the PNG is painted here but compressed there while the caller
+    goes on painting: zlib and NumPy release the GIL. The dict then holds a Future for the PNG.
+    """
     formats = set(formats)
     files: dict[str, bytes] = {}
     if "png" in formats:
-        files[f"{figure.name}.png"] = png_bytes(figure.widget, width)
+        image = render_image(figure.widget, width, dpi)
+        files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
+    svg = widget_svg_bytes(figure.widget, title=figure.name) if formats & {"svg", "pdf"} else None
     if "svg" in formats:
-        files[f"{figure.name}.svg"] = widget_svg_bytes(figure.widget, title=figure.name)
+        files[f"{figure.name}.svg"] = svg
+    if "pdf" in formats:   # the SVG is drawn once and reused
+        files[f"{figure.name}.pdf"] = pdf_bytes(figure.widget, figure.name, svg)
     if "csv" in formats:
         if figure.table is not None:
             files[f"{figure.name}.csv"] = figure.table().encode("utf-8")
@@ -93,16 +198,31 @@ def trace_files(trace: Trace | None, formats: Iterable[str]) -> dict[str, bytes]
 
 
 def all_files(figures: Iterable[Figure], trace: Trace | None, formats: Iterable[str],
-              width: int | None = None) -> dict[str, bytes]:
+              width: int | None = None, dpi: float | None = None) -> dict[str, bytes]:
+    """Every figure's files plus the trace's; PNGs are compressed on a worker thread meanwhile."""
     formats = tuple(formats)
-    files: dict[str, bytes] = {}
-    for figure in figures:
-        files.update(figure_files(figure, formats, width))
-    files.update(trace_files(trace, formats))
-    return files
+    files: dict = {}
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="png-encoder") as encoder:
+        for figure in figures:
+            files.update(figure_files(figure, formats, width, dpi, encoder))
+        files.update(trace_files(trace, formats))
+        return {name: data.result() if isinstance(data, Future) else data for name, data in files.items()}
 
 
 def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[Path]:
-    """Write each file atomically into folder; raises core.raw_export.ExportError with a clear message."""
-    folder = ensure_writable_folder(folder)
-    return [write_atomic(folder / name, data) for name, data in files.items()]
+    """Write every file into folder, or none (raises core.raw_export.ExportError with a clear message)."""
+    return write_file_set(folder, files)
+
+
+def figure_mime_data(figure: Figure) -> QMimeData:
+    """The figure as the clipboard carries it: PNG (2x, for slides and chat) and SVG (for vector editors)."""
+    image = render_image(figure.widget)
+    mime = QMimeData()
+    mime.setImageData(image)
+    mime.setData("image/png", QByteArray(image_png_bytes(image)))
+    mime.setData("image/svg+xml", QByteArray(widget_svg_bytes(figure.widget, title=figure.name)))
+    return mime
+
+
+def copy_figure_to_clipboard(figure: Figure) -> None:
+    QGuiApplication.clipboard().setMimeData(figure_mime_data(figure))

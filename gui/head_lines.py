@@ -115,7 +115,7 @@ class HeadLinesView(QWidget):
         self._labels = [elide(label) for label in labels]
         metrics = QFontMetricsF(self.font())
         self._label_width = max([metrics.horizontalAdvance(label) for label in self._labels] + [40.0]) + 4
-        self._weights = np.asarray(weights, np.float64)
+        self._weights = np.nan_to_num(np.asarray(weights, np.float64), nan=0.0)  # a NaN run draws no line
         self._colours, self._names, self._title = list(colours), list(names), title
         self._focus, self._line_images = None, {}
         self._left_out = self.faint_lines_left_out()

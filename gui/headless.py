@@ -1,16 +1,29 @@
-"""`main.py export`: every panel's figures for one sentence, without a display.
+"""`main.py export`: the panels' figures for one sentence, or for every line of a file, without a display.
 
-Each registered panel is built in its own offscreen window of a fixed size (so figures look the
-same on every machine), given the Trace, and asked for its figures; gui.export renders and writes
-them. File names are the figures' stable names (see gui/export.py for the pattern).
+One FigureHost builds every registered panel once, each in its own offscreen window of a fixed
+size (so figures look the same on every machine), and reuses them for every sentence: a batch
+pays for the panels once, and a panel whose figures were not asked for is not redrawn at all.
+gui.export renders the figures; every file of one run goes through one staged (all-or-nothing)
+write, so a failed export leaves nothing behind.
+
+Layout of the output folder:
+    one sentence:  OUT/NAME.png, OUT/NAME.svg, ...   (see gui/export.py for the names)
+    --texts FILE:  OUT/001_first_words/NAME.png, ... one folder per non-empty line, and
+                   OUT/index.csv: line, folder, tokens, files, text
 """
 from __future__ import annotations
 
 import os
+import re
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Sequence
 
 PANEL_SIZE = (1100, 760)   # logical pixels of each offscreen panel window
+THEMES = ("light", "dark")
+_FOLDER_WORDS = 40         # characters of the sentence kept in its batch folder name
 
 
 def ensure_offscreen() -> None:
@@ -29,62 +42,335 @@ def _quiet_offscreen_warnings() -> None:
     qInstallMessageHandler(handler)
 
 
-def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
-                    formats: str = "png,svg,csv,npz", width: int | None = None,
-                    backend: str = "onnx") -> list[Path]:
-    """Write every figure of every panel for `text` into `out`; return the paths written.
+@dataclass(frozen=True)
+class ExportRequest:
+    """What to export: formats, which figures (None: all), PNG size, the selection, the theme."""
+    formats: tuple[str, ...] = ("png", "svg", "csv", "npz")
+    figures: tuple[str, ...] | None = None
+    width: int | None = None
+    dpi: float | None = None
+    layer: int | None = None
+    head: int | None = None
+    query: int | None = None
+    key: int | None = None
+    expert_layer: int | None = None   # the MoE panel's layer (default: --layer)
+    theme: str = "light"
 
-    Raises ValueError (bad text, format, width or bundle) or OSError (an unwritable folder)
-    with a one-line message.
-    """
-    from gui.export import parse_formats
+    @classmethod
+    def parse(cls, formats: str = "png,svg,csv,npz", figures: str | None = None, **options) -> "ExportRequest":
+        """From the CLI's strings; raises ValueError with one line naming the valid choices."""
+        from gui.export import check_png_size, parse_formats
 
-    chosen = parse_formats(formats)
-    if width is not None and width <= 0:
-        raise ValueError(f"--width must be a positive number of pixels, got {width}")
-    ensure_offscreen()
+        check_png_size(options.get("width"), options.get("dpi"))
+        theme = options.get("theme") or "light"
+        if theme not in THEMES:
+            raise ValueError(f"unknown theme {theme}: choose from {', '.join(THEMES)}")
+        for name in ("layer", "head", "query", "key", "expert_layer"):
+            value = options.get(name)
+            if value is not None and value < 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be 0 or more, got {value}")
+        wanted = None
+        if figures:
+            wanted = tuple(dict.fromkeys(part.strip() for part in figures.split(",") if part.strip())) or None
+        return cls(formats=parse_formats(formats), figures=wanted, **{**options, "theme": theme})
 
-    from core.bundle import load_bundle
-    from core.raw_export import ensure_writable_folder
-    from core.runners import make_runner
-    from core.session import analyse
+    def selection_for(self, trace):
+        """The Selection this request names, checked against the trace (ValueError naming the range)."""
+        from gui.selection import Selection
 
-    bundle = load_bundle(model)
-    runner = make_runner(bundle, backend)
-    trace = analyse(runner, text)
-    ensure_writable_folder(out)   # fail before the slow part, not after it
-    return _render_and_write(trace, out, chosen, width, runner)
+        _in_range("--layer", self.layer, trace.num_layers, "layers")
+        _in_range("--expert-layer", self.expert_layer, trace.num_layers, "layers")
+        _in_range("--head", self.head, trace.num_heads, "heads")
+        _in_range("--query", self.query, trace.n_tokens, "tokens")
+        query = trace.n_tokens - 1 if self.query is None else self.query
+        if self.key is not None and self.key > query:
+            raise ValueError(f"--key {self.key} is out of range: a query at position {query} sees keys 0-{query}")
+        return Selection(self.layer or 0, self.head or 0, self.query, self.key)
 
 
-def _render_and_write(trace, out, formats, width, runner) -> list[Path]:
-    from PySide6.QtWidgets import QApplication
+def _in_range(option: str, value: int | None, count: int, what: str) -> None:
+    if value is not None and not 0 <= value < count:
+        raise ValueError(f"{option} {value} is out of range: this run has {count} {what} (0-{count - 1})")
 
-    from core.head_roles import probe_roles
-    from gui.app import application
-    from gui.export import all_files, write_files
-    from gui.panels.registry import panel_classes
-    from gui.selection import Selection
 
-    _quiet_offscreen_warnings()
-    app = application()
-    panels = []
-    try:
-        for cls in panel_classes():
+class FigureHost:
+    """Every registered panel, built once in offscreen windows, reused for every trace."""
+
+    def __init__(self, theme: str = "light", runner=None) -> None:
+        """runner: answers the panels' requests for model runs (the head-roles probe), as the controller does."""
+        from core.head_roles import probe_roles
+        from gui.app import application
+        from gui.panels.registry import panel_classes
+
+        _quiet_offscreen_warnings()
+        self.app = application()
+        classes = panel_classes()   # imports gui.plotting, which sets the light defaults: theme after it
+        self._undo_theme = apply_theme(self.app, theme)
+        self.panels = []
+        for cls in classes:
             panel = cls()
-            if hasattr(panel, "sigRequestProbe"):   # what the controller does in the app, on this thread
+            if runner is not None and hasattr(panel, "sigRequestProbe"):
                 panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
             panel.resize(*PANEL_SIZE)
             panel.show()
-            panel.selection = Selection()
-            panel.set_trace(trace)
-            panels.append(panel)
-        for _ in range(3):   # let layouts settle and deferred repaints run before painting to files
-            app.processEvents()
-        figures = [figure for panel in panels for figure in panel.figures()]
-        files = all_files(figures, trace, formats, width)
-    finally:
+            self.panels.append(panel)
+        self._owner: dict[str, object] = {}   # figure name -> the panel that offers it
+
+    def figures(self, trace, request: ExportRequest) -> list:
+        """The figures of `trace` that `request` asks for, drawn with its selection (ValueError if unknown)."""
+        selection = request.selection_for(trace)
+        moe_selection = selection.updated(layer=request.expert_layer) if request.expert_layer is not None else selection
+        panels = self._panels_for(request.figures)
         for panel in panels:
+            panel.selection = moe_selection if panel.object_name == "moe" else selection
+            panel.set_trace(trace)
+        for _ in range(3):   # let layouts settle and deferred repaints run before painting to files
+            self.app.processEvents()
+        figures = []
+        for panel in panels:
+            for figure in panel.figures():
+                self._owner[figure.name] = panel
+                figures.append(figure)
+        if request.figures is None:
+            return figures
+        by_name = {figure.name: figure for figure in figures}
+        unknown = [name for name in request.figures if name not in by_name]
+        if unknown:
+            raise ValueError(f"unknown figure {', '.join(unknown)}: choose from {', '.join(sorted(by_name))}")
+        return [by_name[name] for name in request.figures]
+
+    def _panels_for(self, names: Sequence[str] | None) -> list:
+        """Only the panels that own the asked-for figures, once each owner is known; else every panel."""
+        if names is None or any(name not in self._owner for name in names):
+            return self.panels
+        owners = {id(self._owner[name]): self._owner[name] for name in names}
+        return [panel for panel in self.panels if id(panel) in owners]
+
+    def close(self) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        for panel in self.panels:
             panel.close()
             panel.deleteLater()
         QApplication.processEvents()
-    return write_files(out, files)
+        self._undo_theme()
+
+
+def apply_theme(app, theme: str) -> Callable[[], None]:
+    """Dark figures: pyqtgraph's background/foreground and the widgets' palette (before panels are built).
+
+    Panels that paint their own white boxes stay light (their colours are the panels' own).
+    Returns a function that puts the process-wide settings back.
+    """
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor, QPalette
+
+    before = {name: pg.getConfigOption(name) for name in ("background", "foreground")}
+    palette_before = app.palette()
+
+    def undo() -> None:
+        pg.setConfigOptions(**before)
+        app.setPalette(palette_before)
+
+    if theme != "dark":
+        return undo
+    background, foreground = "#1e1e1e", "#e6e6e6"
+    pg.setConfigOptions(background=background, foreground=foreground)
+    palette = QPalette()
+    for role in (QPalette.ColorRole.Window, QPalette.ColorRole.Base, QPalette.ColorRole.Button):
+        palette.setColor(role, QColor(background))
+    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
+        palette.setColor(role, QColor(foreground))
+    palette.setColor(QPalette.ColorRole.AlternateBase, QColor("#2a2a2a"))
+    app.setPalette(palette)
+    return undo
+
+
+def _load_runner(model: str | None, backend: str):
+    from core.bundle import load_bundle
+    from core.runners import make_runner
+
+    return make_runner(load_bundle(model), backend)
+
+
+def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
+                    formats: str = "png,svg,csv,npz", width: int | None = None,
+                    backend: str = "onnx", request: ExportRequest | None = None) -> list[Path]:
+    """Write the asked-for figures for `text` into `out`; return the paths written.
+
+    Raises ValueError (bad text, format, width, selection, figure or bundle) or OSError (an
+    unwritable folder) with a one-line message; on any failure nothing is left in `out`.
+    """
+    from core.raw_export import check_export_folder, staged_export
+    from core.session import analyse
+
+    request = request or ExportRequest.parse(formats, width=width)
+    ensure_offscreen()
+    runner = _load_runner(model, backend)
+    trace = analyse(runner, text)
+    check_export_folder(out)   # fail before the slow part, not after it
+    host = FigureHost(request.theme, runner)
+    try:
+        files = _files_for(host, trace, request)
+        with staged_export(out) as staged:
+            for name, data in files.items():
+                staged.write(name, data)
+    finally:
+        host.close()
+    return staged.paths
+
+
+def _files_for(host: FigureHost, trace, request: ExportRequest) -> dict[str, bytes]:
+    from gui.export import all_files
+
+    figures = host.figures(trace, request)
+    return all_files(figures, trace, request.formats, request.width, request.dpi)
+
+
+# ---------------------------------------------------------------- batch: one folder per line of a file
+
+@dataclass
+class BatchResult:
+    out: Path
+    sentences: int = 0
+    files: int = 0
+    seconds: float = 0.0
+    skipped_blank: int = 0
+
+    def summary(self) -> str:
+        per = 1000 * self.seconds / max(1, self.sentences)
+        blank = f"; {self.skipped_blank} blank line(s) skipped" if self.skipped_blank else ""
+        return (f"wrote {self.sentences} sentence folder(s), {self.files} files and index.csv to {self.out} "
+                f"in {self.seconds:.1f} s ({per:.0f} ms per sentence){blank}")
+
+
+def read_texts(path: str | os.PathLike) -> list[tuple[int, str]]:
+    """(line number, sentence) for every non-empty line of a UTF-8 file; ValueError if none or unreadable."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read --texts {path}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--texts {path} is not UTF-8 (byte {exc.start})") from None
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise ValueError(f"--texts {path} has no sentences (one per line)")
+    return lines
+
+
+def folder_name(index: int, text: str) -> str:
+    """"003_the_cat_sat" — numbered (so folders sort in file order), then the sentence's first words."""
+    words = re.sub(r"[^\w]+", "_", text, flags=re.UNICODE).strip("_")[:_FOLDER_WORDS].rstrip("_")
+    return f"{index:03d}_{words}" if words else f"{index:03d}"
+
+
+def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: ExportRequest,
+                 model: str | None = None, backend: str = "onnx",
+                 progress: Callable[[int, int], None] | None = None) -> BatchResult:
+    """Every non-empty line of `texts` into its own sub-folder of `out`, plus index.csv; all or nothing."""
+    from core.raw_export import check_export_folder, csv_text, staged_export
+    from core.session import analyse
+
+    lines = read_texts(texts)
+    ensure_offscreen()
+    runner = _load_runner(model, backend)
+    check_export_folder(out)
+    started = time.perf_counter()
+    result = BatchResult(Path(out), skipped_blank=_count_lines(texts) - len(lines))
+    rows = [("line", "folder", "tokens", "files", "text")]
+    host = FigureHost(request.theme, runner)
+    try:
+        with staged_export(out) as staged:
+            for done, (number, text) in enumerate(lines, start=1):
+                trace = analyse(runner, text)
+                try:
+                    files = _files_for(host, trace, request)
+                except ValueError as exc:
+                    raise ValueError(f"line {number} of {texts}: {exc}") from None
+                folder = folder_name(done, text)
+                for name, data in files.items():
+                    staged.write(f"{folder}/{name}", data)
+                rows.append((number, folder, trace.n_tokens, len(files), text))
+                result.files += len(files)
+                if progress is not None:
+                    progress(done, len(lines))
+            staged.write("index.csv", csv_text(rows).encode("utf-8"))
+    finally:
+        host.close()
+    result.sentences = len(lines)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _count_lines(path) -> int:
+    return len(Path(path).read_text(encoding="utf-8-sig").splitlines())
+
+
+def terminal_progress(stream=None) -> Callable[[int, int], None] | None:
+    """A one-line progress bar on stderr when it is a terminal; None (no output) otherwise."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return None
+
+    def show(done: int, total: int) -> None:
+        filled = round(30 * done / total)
+        stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total} sentences")
+        if done == total:
+            stream.write("\n")
+        stream.flush()
+
+    return show
+
+
+# ---------------------------------------------------------------- measured by `main.py bench`
+
+def bench_text(tokenizer, n_tokens: int = 64) -> str:
+    """An English text of exactly n_tokens tokens (English, so any token prefix decodes cleanly)."""
+    from core.sample_text import ENGLISH
+
+    ids = tokenizer.encode(" ".join(ENGLISH * (1 + n_tokens)))[:n_tokens]
+    return tokenizer.decode(ids)
+
+
+def bench_export_all(model: str | None = None, n_tokens: int = 64, formats: Sequence[str] = ("png", "svg"),
+                     backend: str = "onnx") -> float:
+    """ms to export every figure (PNG + SVG) of one n_tokens sentence into a new folder: model run,
+    panels built and drawn, every file rendered and written (the bundle is loaded before the clock)."""
+    import tempfile
+
+    from core.raw_export import write_file_set
+    from core.session import analyse
+
+    ensure_offscreen()
+    runner = _load_runner(model, backend)
+    text = bench_text(runner.bundle.tokenizer, n_tokens)
+    request = ExportRequest(formats=tuple(formats))
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        trace = analyse(runner, text)
+        host = FigureHost()
+        try:
+            files = _files_for(host, trace, request)
+            write_file_set(Path(scratch) / "out", files)
+        finally:
+            host.close()
+        return 1000 * (time.perf_counter() - started)
+
+
+def bench_batch_export(model: str | None = None, n_texts: int = 20, figures: Sequence[str] = ("attention_head",),
+                       formats: Sequence[str] = ("png",), backend: str = "onnx") -> float:
+    """ms per sentence of `--texts` with n_texts sample sentences and the given figures."""
+    import tempfile
+
+    from core.sample_text import sample_sentences
+
+    ensure_offscreen()
+    request = ExportRequest(formats=tuple(formats), figures=tuple(figures))
+    with tempfile.TemporaryDirectory() as scratch:
+        texts = Path(scratch) / "texts.txt"
+        texts.write_text("\n".join(line.replace("\n", " ") for line in sample_sentences(n_texts, seed=3)) + "\n",
+                         encoding="utf-8")
+        result = export_texts(texts, Path(scratch) / "out", request, model=model, backend=backend)
+        return 1000 * result.seconds / max(1, result.sentences)

@@ -137,6 +137,7 @@ class MainWindow(QMainWindow):
         file_menu.addSeparator()
         self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))
         self._action(file_menu, "Export &all…", self.choose_export_all, QKeySequence("Ctrl+Shift+E"))
+        self._action(file_menu, "&Copy figure", self.copy_current_figure, QKeySequence("Ctrl+Shift+C"))
         file_menu.addSeparator()
         self._action(file_menu, "&Quit", self.close, QKeySequence("Ctrl+Q"))
 
@@ -407,10 +408,8 @@ class MainWindow(QMainWindow):
         """Render one figure now (GUI thread), write it off the UI thread; errors get a message box."""
         path = Path(path)
         try:
-            if fmt == "png":
-                data = export.png_bytes(figure.widget, width)
-            elif fmt == "svg":
-                data = export.figure_files(figure, ["svg"])[f"{figure.name}.svg"]
+            if fmt in ("png", "svg", "pdf"):
+                data = export.figure_files(figure, [fmt], width)[f"{figure.name}.{fmt}"]
             elif figure.table is not None:
                 data = figure.table().encode("utf-8")
             else:
@@ -434,6 +433,17 @@ class MainWindow(QMainWindow):
             QApplication.restoreOverrideCursor()
         self.controller.write_files(folder, files, on_done=lambda paths: self._exported(paths, folder),
                                     on_error=lambda message: self.show_error(f"export failed: {message}"))
+
+    def copy_current_figure(self) -> None:
+        """The current panel's first figure to the clipboard, as PNG and SVG (gui.export.figure_mime_data)."""
+        self.bring_all_up_to_date()
+        panel = self.current_panel()
+        figures = self._figures_of(panel) if panel is not None else []
+        if not figures:
+            self.show_error("there is no figure to copy")
+            return
+        export.copy_figure_to_clipboard(figures[0])
+        self.statusBar().showMessage(f"copied {figures[0].name} (PNG and SVG)", 5000)
 
     def _exported(self, paths: list, folder) -> None:
         self.statusBar().showMessage(f"exported {len(paths)} file(s) to {folder}", 8000)

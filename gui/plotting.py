@@ -14,6 +14,7 @@ pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", 
 SEQUENTIAL = "viridis"   # perceptual, for weights and probabilities
 DIVERGING = "CET-D1"     # perceptual diverging, for signed values (activations, scores)
 MASKED_RGBA = (215, 215, 215, 255)  # cells the causal mask removes: grey, not the colour of 0
+NAN_RGBA = (255, 0, 255, 255)       # NaN cells: magenta, a colour no sequential or diverging map uses
 
 
 def colormap(name: str = SEQUENTIAL) -> pg.ColorMap:
@@ -32,19 +33,37 @@ def matrix_plot(plot: pg.PlotItem, x_label: str, y_label: str) -> None:
 
 def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorMap,
                 mask: np.ndarray | None = None) -> np.ndarray:  # [R, C] -> [R, C, 4] uint8
-    """Colour a matrix by hand so masked cells get their own colour (an ImageItem has no 'bad' colour)."""
-    lo, hi = levels
-    scaled = np.clip((np.nan_to_num(values, neginf=lo, posinf=hi) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    """Colour a matrix by hand so masked and NaN cells get their own colours (an ImageItem has no 'bad' colour).
+
+    -inf/+inf take the ends of the scale; levels that are not finite (taken from a field full of
+    NaN) fall back to the finite values' range, so a broken run is drawn, never an IndexError.
+    """
+    values = np.asarray(values, np.float64)
+    lo, hi = finite_levels(levels, values)
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.clip((np.nan_to_num(values, nan=lo, neginf=lo, posinf=hi) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
+    scaled[np.isposinf(values)] = 1.0   # even when lo == hi
     lut = cmap.getLookupTable(0.0, 1.0, 256, alpha=True)
     rgba = lut[(scaled * 255).astype(np.int32)]
+    rgba[np.isnan(values)] = NAN_RGBA
     if mask is not None:
         rgba[mask] = MASKED_RGBA
     return np.ascontiguousarray(rgba.astype(np.uint8))
 
 
+def finite_levels(levels: tuple[float, float], values: np.ndarray | None = None) -> tuple[float, float]:
+    """levels if both are finite and ordered; else the finite values' range; else (0, 1)."""
+    lo, hi = (float(v) for v in levels)
+    if np.isfinite(lo) and np.isfinite(hi) and lo <= hi:
+        return lo, hi
+    finite = np.asarray(values if values is not None else (), np.float64)
+    finite = finite[np.isfinite(finite)]
+    return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+
+
 def colour_bar(plot_item: pg.PlotItem, image: pg.ImageItem, levels: tuple[float, float],
                cmap: pg.ColorMap, label: str) -> pg.ColorBarItem:
     """A labelled colour bar beside a plot (not interactive: the panel owns the scale)."""
-    bar = pg.ColorBarItem(values=levels, colorMap=cmap, label=label, interactive=False, width=14)
+    bar = pg.ColorBarItem(values=finite_levels(levels), colorMap=cmap, label=label, interactive=False, width=14)
     bar.setImageItem(image, insert_in=plot_item)
     return bar

@@ -12,22 +12,20 @@ Two things live here because both are about SVG and nothing else:
 """
 from __future__ import annotations
 
+import base64
+import html
+import math
 import re
 import sys
-import xml.etree.ElementTree as ET
 
-from PySide6.QtCore import QBuffer, QIODevice, QPoint, QPointF, QRect
-from PySide6.QtGui import QFont, QPainter, QPainterPath
+from PySide6.QtCore import QBuffer, QIODevice, QPoint, QPointF, QRect, Qt
+from PySide6.QtGui import QFont, QImage, QPainter, QPainterPath
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QWidget
 
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters; the module below is its submodule)
 
 _CLOSE_COMMANDS = ("Z", "z")
-SVG_NAMESPACE = "http://www.w3.org/2000/svg"
-_TEXT, _PATH = f"{{{SVG_NAMESPACE}}}text", f"{{{SVG_NAMESPACE}}}path"
-ET.register_namespace("", SVG_NAMESPACE)   # write plain <svg>, <path>... rather than ns0: prefixes
-ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
 
 
 # ---------------------------------------------------------------- pyqtgraph SVGExporter fix
@@ -88,10 +86,12 @@ def install_svg_exporter_fix() -> None:
 # ---------------------------------------------------------------- any widget as SVG
 
 def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
-    """The widget as drawn on screen, as an SVG document in widget pixels, text as outlines."""
+    """The widget as drawn on screen, as an SVG document in widget pixels that renders the same anywhere."""
     width, height = max(1, widget.width()), max(1, widget.height())
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    # SVG Tiny (the default), not 1.1: Qt 6.11's 1.1 clip paths are sometimes in the wrong coordinates
+    # (a QTextEdit's clip lands at the page origin), which hides content; Tiny has no clipping at all.
     generator = QSvgGenerator()
     generator.setOutputDevice(buffer)
     generator.setSize(widget.size())
@@ -105,61 +105,250 @@ def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
     finally:
         painter.end()
     buffer.close()
-    return outline_text(bytes(buffer.data()), pixels_per_point=widget.logicalDpiY() / 72.0)
+    return portable_svg(bytes(buffer.data()), pixels_per_point=widget.logicalDpiY() / 72.0)
 
 
-def outline_text(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
-    """Replace every <text> with a <path> of its glyphs, drawn with the fonts this app registered.
+# The parts of QSvgGenerator's output that may change: groups (for the transform), a whole
+# <text>…</text>, images and shapes. Everything between them is copied as it is.
+_TOKEN = re.compile(rb"<g\b[^>]*>|</g>|<text\b[^>]*>.*?</text>|<image\b[^>]*>"
+                    rb"|<(?:rect|polyline|path|polygon|line|ellipse|circle)\b[^>]*>", re.DOTALL)
+_ATTRIBUTE = re.compile(rb'([\w:-]+)="([^"]*)"')
+_MATRIX = re.compile(rb"matrix\(([^)]*)\)")
+_PAIR = re.compile(rb"(-?[0-9.]+(?:e[-+]?[0-9]+)?),(-?[0-9.]+(?:e[-+]?[0-9]+)?)")
+_EMPTY_GROUP = re.compile(rb"<g\b[^>]*>\s*</g>\s*")
+IDENTITY = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)   # SVG matrix(a, b, c, d, e, f)
+UPSCALED_IMAGE_PIXELS = 4_000_000           # a heatmap raster is enlarged up to this many pixels
 
-    QSvgGenerator writes font sizes in points but positions in widget pixels, hence pixels_per_point.
-    A figure repeats the same labels in the same font (ticks, token pieces): each (font, text) is
-    outlined once at the origin and placed with a translate.
+
+def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
+    """QSvgGenerator's SVG made to render the same in renderers other than Qt's own (cairo, librsvg, browsers).
+
+    - text becomes glyph outlines, drawn with the fonts this app registered (Chinese needs no font);
+    - a cosmetic pen (vector-effect="non-scaling-stroke") under a scaling transform is baked into
+      page coordinates, so a renderer that ignores vector-effect still draws a 1-pixel line, not a
+      stroke one data unit wide (the selection outline's "red blob", bars covered by their outline);
+    - a small raster shown enlarged (a heatmap: one pixel per cell) is enlarged by whole pixels
+      beforehand, so a renderer that smooths images (librsvg, PDF viewers) cannot blur the cells;
+    - shapes that draw nothing and groups left empty are dropped.
     """
-    root = ET.fromstring(svg)
-    outlines: dict[tuple, str] = {}
-    parents = [element for element in root.iter() if any(child.tag == _TEXT for child in element)]
-    for parent in parents:
-        for index, child in enumerate(list(parent)):
-            if child.tag == _TEXT:
-                parent[index] = _text_as_path(child, pixels_per_point, outlines)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    out: list[bytes] = []
+    matrices = [IDENTITY]
+    paints = [True]   # per open group: does it fill or stroke anything?
+    _outline_all(svg, pixels_per_point)
+    copied = 0
+    for match in _TOKEN.finditer(svg):
+        out.append(svg[copied:match.start()])
+        copied = match.end()
+        token = match.group(0)
+        if token.startswith(b"<g"):
+            matrices.append(_compose(matrices[-1], _matrix_of(token)))
+            paints.append(not (b'fill="none"' in token and b'stroke="none"' in token))
+        elif token == b"</g>":
+            matrices.pop()
+            paints.pop()
+        elif token.startswith(b"<text"):
+            token = _text_as_path(token, pixels_per_point)
+        elif token.startswith(b"<image"):
+            token = _crisp_image(token, matrices[-1])
+        elif token.startswith(_SHAPES):
+            if _draws_nothing(token, paints[-1]):
+                continue
+            if b'vector-effect="non-scaling-stroke"' in token and not _keeps_stroke_width(matrices[-1]):
+                token = _baked_stroke(token, matrices[-1])
+        out.append(token)
+    out.append(svg[copied:])
+    document = b"".join(out)
+    previous = None
+    while previous != document:   # an outer (clip) group empties once its inner group is gone
+        previous, document = document, _EMPTY_GROUP.sub(b"", document)
+    return document
 
 
-def _text_as_path(text: ET.Element, pixels_per_point: float, outlines: dict[tuple, str]) -> ET.Element:
-    content = "".join(text.itertext())
-    font_key = tuple(text.get(name, "") for name in ("font-family", "font-size", "font-weight", "font-style"))
-    key = (font_key, content)
-    if key not in outlines:
+_SHAPES = (b"<rect", b"<polyline", b"<path", b"<polygon", b"<line", b"<ellipse", b"<circle")
+
+
+def _draws_nothing(tag: bytes, group_paints: bool) -> bool:
+    """An empty path, or a shape with neither fill nor stroke. Dropped: Qt's own renderer (used for the
+    PDF) draws such a shape with a hairline when it has vector-effect, which the PNG never shows."""
+    if b'd=""' in tag:
+        return True
+    own_paint = (b' fill="' in tag and b' fill="none"' not in tag) or (b' stroke="' in tag and b' stroke="none"' not in tag)
+    return not group_paints and not own_paint
+
+
+def _attributes(tag: bytes) -> dict[bytes, bytes]:
+    return dict(_ATTRIBUTE.findall(tag))
+
+
+def _matrix_of(tag: bytes) -> tuple[float, ...]:
+    found = _MATRIX.search(tag.split(b'transform="', 1)[1]) if b'transform="' in tag else None
+    return tuple(float(v) for v in found.group(1).split(b",")) if found else IDENTITY
+
+
+def _compose(outer: tuple[float, ...], inner: tuple[float, ...]) -> tuple[float, ...]:
+    """outer × inner for SVG matrices (a, b, c, d, e, f): inner applies first."""
+    a1, b1, c1, d1, e1, f1 = outer
+    a2, b2, c2, d2, e2, f2 = inner
+    return (a1 * a2 + c1 * b2, b1 * a2 + d1 * b2, a1 * c2 + c1 * d2, b1 * c2 + d1 * d2,
+            a1 * e2 + c1 * f2 + e1, b1 * e2 + d1 * f2 + f1)
+
+
+def _keeps_stroke_width(m: tuple[float, ...]) -> bool:
+    """True when the linear part is a rotation or reflection: a stroke keeps its width under it."""
+    a, b, c, d = m[:4]
+    return abs(a * a + b * b - 1) < 1e-6 and abs(c * c + d * d - 1) < 1e-6 and abs(a * c + b * d) < 1e-6
+
+
+def _inverse(m: tuple[float, ...]) -> tuple[float, ...] | None:
+    a, b, c, d, e, f = m
+    det = a * d - b * c
+    if abs(det) < 1e-12:
+        return None
+    return (d / det, -b / det, -c / det, a / det, (c * f - d * e) / det, (b * e - a * f) / det)
+
+
+def _apply(m: tuple[float, ...], x: float, y: float) -> tuple[float, float]:
+    a, b, c, d, e, f = m
+    return a * x + c * y + e, b * x + d * y + f
+
+
+def _number(value) -> float:
+    match = re.match(r"\s*(-?[0-9.]+(?:e[-+]?\d+)?)", value.decode() if isinstance(value, bytes) else value)
+    return float(match.group(1)) if match else 0.0
+
+
+def _fmt(value: float) -> bytes:
+    return f"{value:.3f}".rstrip("0").rstrip(".").encode() or b"0"
+
+
+def _baked_stroke(tag: bytes, m: tuple[float, ...]) -> bytes:
+    """The same shape with coordinates in page space and transform = m⁻¹: it lands where it did, but its
+    own user space is the page, so its stroke is page pixels wide whether or not vector-effect is honoured."""
+    inverse = _inverse(m)
+    if inverse is None:
+        return tag
+    if tag.startswith(b"<rect"):
+        attrs = _attributes(tag)
+        x, y = _number(attrs.get(b"x", b"0")), _number(attrs.get(b"y", b"0"))
+        w, h = _number(attrs.get(b"width", b"0")), _number(attrs.get(b"height", b"0"))
+        corners = [_apply(m, px, py) for px, py in ((x, y), (x + w, y), (x + w, y + h), (x, y + h))]
+        d = b"M" + b" L".join(_fmt(px) + b"," + _fmt(py) for px, py in corners) + b" Z"
+        kept = b" ".join(k + b'="' + v + b'"' for k, v in attrs.items() if k not in (b"x", b"y", b"width", b"height"))
+        tag = b"<path " + kept + b' d="' + d + b'"/>'
+    else:
+        tag = _PAIR.sub(lambda p: b",".join(_fmt(v) for v in _apply(m, float(p.group(1)), float(p.group(2)))), tag)
+    transform = b'transform="matrix(' + b",".join(f"{v:.9g}".encode() for v in inverse) + b')"'
+    return tag.replace(b"/>", b" " + transform + b"/>", 1) if tag.endswith(b"/>") else tag
+
+
+def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
+    """Enlarge an embedded raster by a whole factor (nearest neighbour) when it is shown enlarged."""
+    head, sep, rest = tag.partition(b"data:image/png;base64,")
+    if not sep:
+        return tag
+    encoded, quote, tail = rest.partition(b'"')
+    attrs = _attributes(head)
+    image = QImage.fromData(base64.b64decode(encoded), "PNG")
+    if image.isNull():
+        return tag
+    shown_w = math.hypot(m[0], m[1]) * _number(attrs.get(b"width", b"0"))
+    shown_h = math.hypot(m[2], m[3]) * _number(attrs.get(b"height", b"0"))
+    factor = min(shown_w / max(1, image.width()), shown_h / max(1, image.height()))
+    budget = math.sqrt(UPSCALED_IMAGE_PIXELS / max(1, image.width() * image.height()))
+    times = int(min(math.ceil(2 * factor), budget))   # 2x: still whole cells at twice the page size
+    if factor < 1.5 or times < 2:
+        return tag
+    large = image.scaled(image.width() * times, image.height() * times, Qt.AspectRatioMode.IgnoreAspectRatio,
+                         Qt.TransformationMode.FastTransformation)
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    large.save(buffer, "PNG")
+    head = head.replace(b"<image ", b'<image style="image-rendering:pixelated" ', 1)
+    return head + sep + base64.b64encode(bytes(buffer.data())) + quote + tail
+
+
+def _text_as_path(token: bytes, pixels_per_point: float) -> bytes:
+    """<text x y font-…>content</text> -> <path> of its glyphs, placed with a translate."""
+    open_tag, _, rest = token.partition(b">")
+    attrs = _attributes(open_tag)
+    key = _text_key(open_tag[5:], rest.rpartition(b"</text>")[0], pixels_per_point)
+    d = _OUTLINE_CACHE.get(key)
+    if d is None:
+        font_key, content, _ = key
         outline = QPainterPath()
-        outline.addText(QPointF(0, 0), _font_of(text, pixels_per_point), content)
-        outlines[key] = painter_path_d(outline)
-    path = ET.Element(_PATH)
-    for name in ("fill", "fill-opacity"):
-        if text.get(name) is not None:
-            path.set(name, text.get(name))
-    placed = f"translate({_number(text.get('x', '0')):.2f},{_number(text.get('y', '0')):.2f})"
-    path.set("transform", f"{text.get('transform')} {placed}" if text.get("transform") else placed)
-    path.set("stroke", "none")
-    path.set("d", outlines[key])
-    path.tail = text.tail
-    return path
+        outline.addText(QPointF(0, 0), _font_of(font_key, pixels_per_point), content)
+        d = _OUTLINE_CACHE[key] = painter_path_d(outline).encode()
+    if not d:
+        return b""
+    paint = b"".join(b" " + name + b'="' + attrs[name] + b'"' for name in (b"fill", b"fill-opacity") if name in attrs)
+    placed = b"translate(" + _fmt(_number(attrs.get(b"x", b"0"))) + b"," + _fmt(_number(attrs.get(b"y", b"0"))) + b")"
+    if b"transform" in attrs:
+        placed = attrs[b"transform"] + b" " + placed
+    # stroke-width 0 as well as stroke none: Qt's own SVG renderer (used for the PDF) otherwise strokes
+    # the outline with the enclosing group's pen, and the text comes out bold
+    return b"<path" + paint + b' stroke="none" stroke-width="0" transform="' + placed + b'" d="' + d + b'"/>'
 
 
-def _font_of(text: ET.Element, pixels_per_point: float) -> QFont:
+# (font, text, pixels per point) -> path data: labels repeat across the figures of one export
+_OUTLINE_CACHE: dict[tuple, bytes] = {}
+_TEXT_TAG = re.compile(rb"<text\b([^>]*)>(.*?)</text>", re.DOTALL)
+_PATH_DATA = re.compile(rb'<path\b[^>]*\sd="([^"]*)"')
+
+
+def _text_key(attributes: bytes, content: bytes, pixels_per_point: float) -> tuple:
+    attrs = _attributes(attributes)
+    font_key = tuple(attrs.get(name, b"").decode() for name in (b"font-family", b"font-size", b"font-weight", b"font-style"))
+    return font_key, html.unescape(content.decode("utf-8")), pixels_per_point
+
+
+def _outline_all(svg: bytes, pixels_per_point: float) -> None:
+    """Outline every (font, text) of the document not yet cached, in one pass through Qt's own SVG writer.
+
+    QSvgGenerator writes a drawn QPainterPath as path data in C++, far faster than reading the path's
+    elements one by one from Python (painter_path_d), which stays as the fallback.
+    """
+    missing = list(dict.fromkeys(key for attributes, content in _TEXT_TAG.findall(svg)
+                                 if (key := _text_key(attributes, content, pixels_per_point)) not in _OUTLINE_CACHE))
+    paths = []
+    for font_key, content, ppp in missing:
+        outline = QPainterPath()
+        outline.addText(QPointF(0, 0), _font_of(font_key, ppp), content)
+        paths.append(outline)
+    drawn = [(key, path) for key, path in zip(missing, paths) if not path.isEmpty()]
+    for key, path in zip(missing, paths):
+        if path.isEmpty():
+            _OUTLINE_CACHE[key] = b""
+    if not drawn:
+        return
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    painter = QPainter(generator)
+    try:
+        painter.setPen(Qt.PenStyle.NoPen)
+        for _, path in drawn:
+            painter.drawPath(path)
+    finally:
+        painter.end()
+    written = _PATH_DATA.findall(bytes(buffer.data()))
+    if len(written) != len(drawn):   # not one <path> per drawn path: outline them one by one instead
+        written = [painter_path_d(path).encode() for _, path in drawn]
+    for (key, _), d in zip(drawn, written):
+        _OUTLINE_CACHE[key] = d.strip()
+
+
+def _font_of(font_key: tuple[str, str, str, str], pixels_per_point: float) -> QFont:
     """The QFont QSvgGenerator described in the element's attributes, sized in widget pixels."""
+    family, size, weight, style = font_key
     font = QFont()
-    families = [f.strip().strip("'\"") for f in text.get("font-family", "").split(",") if f.strip()]
+    families = [f.strip().strip("'\"") for f in family.split(",") if f.strip()]
     if families:
         font.setFamilies(families)
-    font.setPixelSize(max(1, round(_number(text.get("font-size") or "9") * pixels_per_point)))
-    font.setWeight(QFont.Weight(int(_number(text.get("font-weight") or "400"))))
-    font.setItalic(text.get("font-style") == "italic")
+    font.setPixelSize(max(1, round(_number(size or "9") * pixels_per_point)))
+    font.setWeight(QFont.Weight(int(_number(weight or "400"))))
+    font.setItalic(style == "italic")
     return font
-
-
-def _number(value: str) -> float:
-    match = re.match(r"\s*(-?[0-9.]+(?:e-?\d+)?)", value)
-    return float(match.group(1)) if match else 0.0
 
 
 def painter_path_d(path: QPainterPath) -> str:

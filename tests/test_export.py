@@ -198,3 +198,60 @@ def test_pyqtgraph_svg_exporter_handles_filled_items(qtbot):
     root = ET.fromstring(svg)
     closed = [e.get("d") for e in root.iter() if e.tag.endswith("path") and e.get("d", "").rstrip().endswith("Z")]
     assert closed, "a filled curve and bars should export closed paths"
+
+
+# ---------------------------------------------------------------- clipboard and the dialog's preview
+
+@pytest.fixture
+def attention_figures(qtbot, bundle):
+    """The attention panel (kept alive for the test) and its figures for TEXT."""
+    from gui.panels.attention_panel import AttentionPanel
+
+    register_fonts()
+    panel = AttentionPanel()
+    qtbot.addWidget(panel)
+    panel.resize(1000, 700)
+    panel.show()
+    panel.set_trace(analyse(NumpyRunner(bundle), TEXT))
+    return panel, panel.figures()
+
+
+def test_copy_figure_puts_png_and_svg_on_the_clipboard(attention_figures):
+    from PySide6.QtGui import QGuiApplication
+
+    figure = next(f for f in attention_figures[1] if f.name == "attention_head")
+    figure.widget.resize(400, 300)
+    export.copy_figure_to_clipboard(figure)
+    mime = QGuiApplication.clipboard().mimeData()
+    png = QImage.fromData(bytes(mime.data("image/png")), "PNG")
+    assert (png.width(), png.height()) == (800, 600)
+    assert ET.fromstring(bytes(mime.data("image/svg+xml"))).tag.endswith("svg")
+    assert mime.hasImage()
+
+
+def mean_colour(image: QImage) -> np.ndarray:
+    image = image.convertToFormat(QImage.Format.Format_RGB888)
+    rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+    return rows[:, : image.width() * 3].reshape(-1, 3).mean(axis=0)
+
+
+def test_export_dialog_previews_the_file_as_written(qtbot, attention_figures, tmp_path):
+    from gui.export_dialog import ExportFigureDialog
+
+    figures = [(f.name, f) for f in attention_figures[1]]
+    index = next(i for i, (name, _) in enumerate(figures) if name == "attention_head")
+    figure = figures[index][1]
+    figure.widget.resize(500, 400)
+    dialog = ExportFigureDialog(figures, index, str(tmp_path))
+    qtbot.addWidget(dialog)
+    preview = dialog.preview_image()
+    assert abs(preview.width() / preview.height() - 500 / 400) < 0.02
+    written = QImage.fromData(export.png_bytes(figure.widget, dialog.width_box.value()), "PNG")
+    assert np.abs(mean_colour(preview) - mean_colour(written)).max() < 4
+    dialog.width_box.setValue(300)
+    qtbot.waitUntil(lambda: dialog.preview_note.text() == "300 × 240 pixels", timeout=5000)
+    dialog.format_box.setCurrentIndex(dialog.format_box.findData("pdf"))
+    assert "vector PDF" in dialog.preview_note.text() and not dialog.preview_image().isNull()
+    dialog.format_box.setCurrentIndex(dialog.format_box.findData("csv"))
+    assert dialog.preview.text().splitlines()[0][:80] == figure.table().splitlines()[0][:80]
+    assert dialog.choice().path == tmp_path / "attention_head.csv"

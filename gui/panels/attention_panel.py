@@ -170,7 +170,7 @@ class AttentionPanel(Panel):
         title = f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)"
         if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
             self.matrix.setTitle(title, size="9pt")
-        self.colour_bar.setLevels(levels)
+        self.colour_bar.setLevels(plotting.finite_levels(levels))  # NaN runs: the bar still needs numbers
         self.colour_bar.getAxis("left").setLabel(self.scale.mode.bar_label)
         self.shown = (layer, head)
 

@@ -38,7 +38,7 @@ FORCED_COLOUR = QColor(255, 127, 14)      # forced by an override: orange, unlik
 SELECTED_ROW_COLOUR = QColor(214, 39, 40)
 BEFORE_BRUSH = (150, 150, 150)
 AFTER_BRUSH = (255, 127, 14)
-LOAD_LEGEND = ("<span style='color:#440154'>■</span> share of top-k slots &nbsp; "
+LOAD_LEGEND = ("<span style='color:#440154'>■</span> share of top-k slots<br>"
                "<span style='color:#35b779'>■</span> mean router probability<br>"
                "<span style='color:#787878'>‒ ‒</span> even split")
 WHATIF_LEGEND = ("<span style='color:#969696'>■</span> before &nbsp; "
@@ -237,7 +237,7 @@ class LoadView(QWidget):
         self.plot.getAxis("bottom").setTicks([[(e, f"expert {e}") for e in range(n_experts)], []])
         top = max(float(self.load.share.max()), float(self.load.mean_prob.max()), 1.0 / n_experts)
         self.plot.setRange(xRange=(-0.6, n_experts - 0.4), yRange=(0, top * 1.1), padding=0)
-        self.title.setText(f"Layer {layer} · expert load ({trace.n_tokens} tokens × top-{lt.expert_ids.shape[1]} "
+        self.title.setText(f"Layer {layer} · expert load<br>({trace.n_tokens} tokens × top-{lt.expert_ids.shape[1]} "
                            f"= {lt.expert_ids.size} slots)<br>{LOAD_LEGEND}", size="9pt")
         self.tokens.setHtml(self._tokens_html(trace, layer))
 

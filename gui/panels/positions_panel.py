@@ -415,7 +415,7 @@ class RopePairsPage(_Page):
         if pairs is None or trace is None:
             return
         i, m = self.pair, pairs.position
-        radius = max(float(pairs.length[i]), 1e-9)
+        radius = max(float(np.nan_to_num(pairs.length[i], nan=1.0, posinf=1.0)), 1e-9)  # NaN run: a unit ring
         self.ring.setData(*circle(radius))
         self.trail.setData(pos=pos.pair_trail(pairs, np.arange(trace.n_tokens), i))
         head = 0.12 * radius

@@ -35,8 +35,8 @@ def format_value(v: float) -> str:
     """About 3 significant digits; the mask's −∞ spelled out."""
     if v != v:  # NaN: a blank cell
         return ""
-    if v == -math.inf:
-        return "−∞"
+    if math.isinf(v):  # the mask's −∞, or an overflow
+        return "−∞" if v < 0 else "∞"
     if v == 0:
         return "0"
     if abs(v) < 1e-3 or abs(v) >= 1e5:  # "-1.6e-4", not "-0.000158": fits a narrow column
