@@ -49,7 +49,7 @@ def row_tooltip(row: ParityRow) -> str:
             f"worst against its tolerance at {row.location()}: |Δ| {row.worst_diff:.3g} of "
             f"{row.worst_tolerance:.3g} allowed ({row.ratio:.2g}×)\n"
             f"NumPy {row.numpy_value:.9g}, ONNX {row.onnx_value:.9g}\n"
-            f"tolerance: atol {tol.atol:g} + rtol {tol.rtol:g} × |NumPy|")
+            f"tolerance (core.parity_report): {tol.atol:g} + {tol.rtol:g} × the field's largest |value|")
 
 
 class ParityPanel(Panel):
