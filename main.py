@@ -7,6 +7,7 @@
     python main.py train --corpus PATH --out DIR [--minutes N]   train a model, write a bundle (needs torch)
     python main.py eval [BUNDLE] [--corpus PATH] [--json]    loss, head scores, copying, expert load
     python main.py export --text "..." --out DIR             every panel's figures (PNG/SVG/CSV) + trace.npz
+    python main.py import HF_FOLDER --out DIR                a Hugging Face model folder as a bundle
     python main.py readouts --text "..." --out DIR           logit lens, logit attribution, head roles -> readouts.npz
     python main.py patch --clean A --corrupt B --out DIR     activation patching sweeps: patch.npz + patch.csv
     python main.py occlude --text "..." --out DIR            occlusion and attention rollout: occlusion.npz
@@ -37,7 +38,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
     trace = analyse(runner, args.text, interventions=interventions_from_args(args, runner.bundle.config))
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
-              f"of {trace.config.max_position_embeddings} tokens and were not analysed", file=sys.stderr)
+              f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
     for path in write_trace_files(trace, args.out):
         print(path)
     return 0
@@ -137,6 +138,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from core.hf_import import import_model
+
+    print(import_model(args.folder, args.out, progress=lambda line: print(line, file=sys.stderr)))
+    return 0
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from benchmarks.bench_gui import report
 
@@ -193,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--seed", type=int, default=0)
     rand.set_defaults(func=cmd_random_bundle)
     add_training_commands(sub)
+    imp = sub.add_parser("import", help="turn a Hugging Face model folder (config.json, safetensors) into a bundle")
+    imp.add_argument("folder")
+    imp.add_argument("--out", required=True, help="bundle folder to write")
+    imp.set_defaults(func=cmd_import)
+    for command in (parser, trace, exp):
+        command.add_argument("--import-to-cache", action="store_true",
+                             help="--model may be a Hugging Face folder: import it once into ~/.cache/glassbox")
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
     add_experiment_commands(sub)
@@ -227,6 +242,10 @@ def error_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "model", None):
+            from core.hf_import import resolve_model
+
+            args.model = resolve_model(args.model, args.import_to_cache)
         return args.func(args)
     except KeyboardInterrupt:
         return 130

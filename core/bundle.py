@@ -40,11 +40,13 @@ from core.trace import LAYER_FIELDS, MODEL_FIELDS, output_names
 
 MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+DATA_FILE = "model.onnx.data"  # weights beside the graph (imported models; past protobuf's 2 GB)
 DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
-MAX_WEIGHT_BYTES = 1 << 30     # float32 parameters: 268M, past any model this app can show usefully
-MAX_TRACE_BYTES = 2 << 30      # one full-context Trace (every field of every layer)
+MAX_WEIGHT_BYTES = 8 << 30     # float32 parameters: 2B, past any model a laptop runs usefully (external data is mapped)
+MAX_TRACE_BYTES = 2 << 30      # one full Trace (every field of every layer) at the context the app analyses
 MAX_CARD_BYTES = 1 << 20       # shown in About; a larger file is not a model card
+MAX_READ_EXTERNAL_BYTES = 256 << 20  # external data up to this is read into memory; more stays mapped
 GRAPH_SLACK_BYTES = 1 << 20    # the graph's nodes and small constants, beyond weights (shipped: 22 KB)
 STANDARD_DOMAINS = ("", "ai.onnx")
 TOKENIZER_PROBE = "Hello, world! 你好，世界。 3.14 ✓ 🙂\n  tabs\tand spaces"
@@ -66,6 +68,11 @@ class Bundle:
     @property
     def name(self) -> str:
         return self.path.name
+
+    @property
+    def context(self) -> int:
+        """How many tokens of a text the app analyses (see analysed_context)."""
+        return analysed_context(self.config)
 
 
 def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
@@ -116,14 +123,14 @@ def _load_config(root: Path) -> ModelConfig:
         config = ModelConfig.load(bundle_file(root, CONFIG_FILE))
     except ValueError as exc:  # its messages already start with "config.json: "
         raise BundleError(f"{root / CONFIG_FILE}: {str(exc).removeprefix(CONFIG_FILE + ': ')}") from None
-    weight_bytes, trace_bytes = weights_bytes(config), full_context_trace_bytes(config)
+    weight_bytes = weights_bytes(config)
     if weight_bytes > MAX_WEIGHT_BYTES:
         raise BundleError(f"{root / CONFIG_FILE}: its weights would take {weight_bytes / 2**20:,.0f} MiB, "
                           f"more than the {MAX_WEIGHT_BYTES >> 20} MiB this app allows")
-    if trace_bytes > MAX_TRACE_BYTES:
-        raise BundleError(f"{root / CONFIG_FILE}: one run at its full context of {config.max_position_embeddings} "
-                          f"tokens would take {trace_bytes / 2**20:,.0f} MiB, more than the "
-                          f"{MAX_TRACE_BYTES >> 20} MiB this app allows (lower max_position_embeddings)")
+    if trace_bytes(config, MIN_CONTEXT) > MAX_TRACE_BYTES:
+        raise BundleError(f"{root / CONFIG_FILE}: one run of {MIN_CONTEXT} tokens would take "
+                          f"{trace_bytes(config, MIN_CONTEXT) / 2**20:,.0f} MiB, more than the "
+                          f"{MAX_TRACE_BYTES >> 20} MiB this app allows")
     return config
 
 
@@ -132,13 +139,26 @@ def weights_bytes(config: ModelConfig) -> int:
     return 4 * sum(math.prod(shape) for shape in weight_shapes(config).values())
 
 
-def full_context_trace_bytes(config: ModelConfig) -> int:
-    """Bytes of one Trace at max_position_embeddings tokens."""
-    sym = dict(T=config.max_position_embeddings, D=config.hidden_size, H=config.num_attention_heads,
+MIN_CONTEXT = 16  # a model the app cannot analyse this many tokens of at once is refused
+
+
+def trace_bytes(config: ModelConfig, n_tokens: int) -> int:
+    """Bytes of one full Trace of n_tokens tokens."""
+    sym = dict(T=n_tokens, D=config.hidden_size, H=config.num_attention_heads,
                Dh=config.head_dim, E=config.num_local_experts, K=config.num_experts_per_tok, V=config.vocab_size)
     size = lambda fields: sum(math.prod(sym[s] for s in spec.split()) * np.dtype(t).itemsize  # noqa: E731
                               for _, spec, t in fields)
     return config.num_hidden_layers * size(LAYER_FIELDS) + size(MODEL_FIELDS)
+
+
+def analysed_context(config: ModelConfig) -> int:
+    """The most tokens the app analyses at once: the model's context, or fewer where a full Trace of
+    that many would pass MAX_TRACE_BYTES (a real model's 8k-128k context holds [H, T, T] per layer)."""
+    lo, hi = 1, config.max_position_embeddings
+    while lo < hi:  # trace_bytes grows with n_tokens: the largest n that fits
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if trace_bytes(config, mid) <= MAX_TRACE_BYTES else (lo, mid - 1)
+    return lo
 
 
 def model_bytes_limit(config: ModelConfig) -> int:
@@ -163,7 +183,13 @@ def _load_onnx(root: Path, limit: int) -> onnx.ModelProto:
     if not model.graph.node:
         raise BundleError(f"{path}: not an ONNX model (no graph in it), or truncated")
     _check_domains(path, model)
-    _load_external_data(root, model, limit - path.stat().st_size)
+    external = check_external_data(root, model, limit - path.stat().st_size)
+    if sum(nbytes for *_, nbytes in external) <= MAX_READ_EXTERNAL_BYTES:
+        _read_external_data(external)
+    else:  # a real model's weights stay on disk at the locations checked above: read_weights maps them and
+        # onnxruntime reads them from the bundle folder. The checker would resolve those paths itself
+        # (refusing in-bundle symlinks), so it is not run; the signature checks and the dry run remain.
+        return model
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # the checker raises several unrelated types for a broken graph
@@ -253,9 +279,9 @@ def check_external_data(root: Path, model: onnx.ModelProto, budget: int) -> list
     return plan
 
 
-def _load_external_data(root: Path, model: onnx.ModelProto, budget: int) -> None:
-    """Read every external tensor into the model by hand, after all of them passed the checks."""
-    for tensor, source, offset, nbytes in check_external_data(root, model, budget):
+def _read_external_data(external: list[tuple[TensorProto, Path, int, int]]) -> None:
+    """Read checked external tensors into the model by hand, so nothing else resolves their paths."""
+    for tensor, source, offset, nbytes in external:
         with open(source, "rb") as f:
             f.seek(offset)
             tensor.raw_data = f.read(nbytes)
@@ -331,7 +357,7 @@ def _load_weights(root: Path, model: onnx.ModelProto, config: ModelConfig) -> di
     path = root / MODEL_FILE
     _check_graph(path, model, config)
     try:
-        weights = read_weights(model, config)
+        weights = read_weights(model, config, root)  # external data: memory-mapped, read-only
     except ValueError as exc:
         raise BundleError(f"{path}: {exc} (config.json and the weights disagree)") from None
     for name, value in weights.items():
@@ -363,7 +389,7 @@ def _load_tokenizer(root: Path, config: ModelConfig) -> BPETokenizer:
         tokenizer = BPETokenizer.from_json(data)
     except ValueError as exc:
         raise BundleError(f"{path}: {exc}") from None
-    if tokenizer.vocab_size != config.vocab_size:
+    if tokenizer.vocab_size > config.vocab_size:  # fewer is fine: real checkpoints pad the embedding
         raise BundleError(f"{path}: vocabulary has {tokenizer.vocab_size} tokens, "
                           f"config.json says vocab_size {config.vocab_size}")
     _probe_tokenizer(path, tokenizer)
@@ -401,11 +427,14 @@ def _dry_run(bundle: Bundle) -> None:
 # ---------------------------------------------------------------- writing
 
 def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mapping[str, np.ndarray],
-                 tokenizer: BPETokenizer, model_card: str) -> Path:
-    """Export weights through core's ONNX builder and write a complete bundle folder."""
+                 tokenizer: BPETokenizer, model_card: str, external_data: bool = False) -> Path:
+    """Export weights through core's ONNX builder and write a complete bundle folder.
+
+    external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    model = build_model(config, weights)
+    model = build_model(config, weights, folder / DATA_FILE if external_data else None)
     atomic_write_bytes(folder / MODEL_FILE, model.SerializeToString())
     tokenizer.save(folder / TOKENIZER_FILE)
     atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(config.to_dict(), indent=2) + "\n").encode())

@@ -133,7 +133,7 @@ class Interventions:
 
     def _check_routing(self, num_experts: int, k: int) -> None:
         override, off = self.expert_override, self.experts_off
-        if override.min() < -1 or override.max() >= num_experts:
+        if override.size and (override.min() < -1 or override.max() >= num_experts):
             raise ValueError(f"expert_override entries must be -1 or an expert in [0, {num_experts})")
         for l in range(off.shape[0]):
             remaining = num_experts - int(off[l].sum())

@@ -2,10 +2,12 @@
 
 Weights are initializers under their Hugging Face names; every Trace field is a named
 output with a leading batch axis of 1. Two inputs have defaults (initializers that are
-also graph inputs), so a caller may leave them out:
+also graph inputs), so a caller may leave them out (a dense model's expert_override has K = 0):
   head_mask        float32 [L, H]     1 keeps a head, 0 removes its contribution
   expert_override  int64   [L, P, K]  -1 lets the router choose, e >= 0 forces expert e
                                       (P = max_position_embeddings; the graph reads the first T rows)
+  logits_from      int64   []         logits are computed for positions logits_from..T-1 only (default 0):
+                                      T x V floats are the largest output of a big-vocabulary model
 and the other interventions of core.interventions, each defaulting to "none" (a patch's
 defaults have a position axis of 1, which broadcasts over the T positions):
   ablate_mean      float32 []         1: an ablated head outputs its mean over positions instead of 0
@@ -17,11 +19,14 @@ defaults have a position axis of 1, which broadcasts over the T positions):
 from __future__ import annotations
 
 import json
-from typing import Mapping
+import os
+from pathlib import Path
+from typing import BinaryIO, Mapping
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
 from core.config import ModelConfig
 from core.model import rope_inv_freq, weight_shapes
@@ -64,6 +69,9 @@ class _Graph:
     def linear(self, x: str, w: str) -> str:  # [T, in] x [out, in] -> [T, out]
         return self.op("Gemm", x, w, transB=1)
 
+    def project(self, x: str, name: str, bias: bool) -> str:  # [T, in] -> [T, out], core.model.project
+        return self.op("Gemm", x, f"{name}.weight", f"{name}.bias", transB=1) if bias else self.linear(x, f"{name}.weight")
+
     def rms_norm(self, x: str, w: str, eps: float) -> str:
         variance = self.op("ReduceMean", self.op("Mul", x, x), axes=[-1], keepdims=1)
         normed = self.op("Div", x, self.op("Sqrt", self.op("Add", variance, self.f32(eps))))
@@ -88,17 +96,54 @@ class _Graph:
         return self.op("Mul", x, self.op("Sigmoid", x))
 
 
-def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.ModelProto:
-    """The whole forward pass of core.model.forward as an ONNX graph exposing every Trace field."""
+class ExternalWeights:
+    """Writes weights to a side file (ONNX external data) one at a time, so no 2 GB protobuf is built.
+
+    Each tensor starts on a page boundary: onnxruntime and numpy can then map it instead of reading it.
+    """
+    ALIGN = 4096
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._file: BinaryIO = self.path.open("wb")
+
+    def tensor(self, name: str, array: np.ndarray) -> onnx.TensorProto:
+        data = np.ascontiguousarray(np.asarray(array, np.float32))  # one tensor converted at a time
+        offset = -(-self._file.tell() // self.ALIGN) * self.ALIGN
+        self._file.seek(offset)
+        self._file.write(data.tobytes())
+        proto = onnx.TensorProto(name=name, data_type=TensorProto.FLOAT, dims=list(data.shape),
+                                 data_location=TensorProto.EXTERNAL)
+        for key, value in (("location", self.path.name), ("offset", str(offset)), ("length", str(data.nbytes))):
+            proto.external_data.add(key=key, value=value)
+        return proto
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
+                external_data: str | os.PathLike | None = None) -> onnx.ModelProto:
+    """The whole forward pass of core.model.forward as an ONNX graph exposing every Trace field.
+
+    With external_data (a file path beside the future model.onnx) the weights are written there.
+    """
     cfg = config
     check_weights(cfg, weights)
     g = _Graph()
+    side = ExternalWeights(Path(external_data)) if external_data is not None else None
     for name in weight_shapes(cfg):
-        g.const(np.asarray(weights[name], np.float32), name)
+        if side is None:
+            g.const(np.asarray(weights[name], np.float32), name)
+        else:
+            g.initializers.append(side.tensor(name, weights[name]))
+    if side is not None:
+        side.close()
     L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
                         cfg.head_dim, cfg.num_experts_per_tok)
     g.const(np.ones((L, H), np.float32), "head_mask")
     g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
+    g.const(np.array(0, np.int64), "logits_from")
     intervention_inputs = _intervention_defaults(g, cfg)
     outputs: list[tuple[str, str, type, list]] = []  # (graph value, output name, dtype, dims)
 
@@ -112,9 +157,12 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                      g.const(np.array(1, np.int64)))                     # [T]
     # causal mask: key j lies in the future of query i when j > i
     future = g.op("Greater", g.op("Unsqueeze", positions, g.i64(0)), g.op("Unsqueeze", positions, g.i64(1)))
+    if cfg.sliding_window:  # Mistral: keys at or past `window` positions back are hidden too
+        gap = g.op("Sub", g.op("Unsqueeze", positions, g.i64(1)), g.op("Unsqueeze", positions, g.i64(0)))
+        future = g.op("Or", future, g.op("GreaterOrEqual", gap, g.i64(cfg.sliding_window)))
     # RoPE tables, shared by all layers: angle m * theta_i, duplicated for the rotate-half layout
     angles = g.op("Mul", g.op("Unsqueeze", g.op("Cast", positions, to=TensorProto.FLOAT), g.i64(1)),
-                  g.const(rope_inv_freq(Dh, cfg.rope_theta)[None, :]))
+                  g.const(rope_inv_freq(Dh, cfg.rope_theta, cfg.rope_scaling)[None, :]))
     angles = g.op("Concat", angles, angles, axis=-1)                     # [T, Dh]
     cos, sin = g.op("Cos", angles), g.op("Sin", angles)
     scale = g.f32(np.sqrt(Dh))
@@ -128,9 +176,13 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         parts: dict[str, str] = {}
         # pre-norm attention
         x = parts["attn_in"] = g.rms_norm(h, f"{p}.input_layernorm.weight", cfg.rms_norm_eps)
-        q = parts["q"] = g.split_heads(g.linear(x, f"{p}.self_attn.q_proj.weight"), H, Dh)
-        k = g.split_heads(g.linear(x, f"{p}.self_attn.k_proj.weight"), Hkv, Dh)
-        v = g.split_heads(g.linear(x, f"{p}.self_attn.v_proj.weight"), Hkv, Dh)
+        q = g.split_heads(g.project(x, f"{p}.self_attn.q_proj", cfg.qkv_bias), H, Dh)
+        k = g.split_heads(g.project(x, f"{p}.self_attn.k_proj", cfg.qkv_bias), Hkv, Dh)
+        v = g.split_heads(g.project(x, f"{p}.self_attn.v_proj", cfg.qkv_bias), Hkv, Dh)
+        if cfg.qk_norm:  # Qwen3: per-head RMSNorm of q and k
+            q = g.rms_norm(q, f"{p}.self_attn.q_norm.weight", cfg.rms_norm_eps)
+            k = g.rms_norm(k, f"{p}.self_attn.k_norm.weight", cfg.rms_norm_eps)
+        parts["q"] = q
         k = parts["k"] = g.repeat_kv(k, H // Hkv, H, Dh)
         v = parts["v"] = g.repeat_kv(v, H // Hkv, H, Dh)
         q_rot = parts["q_rot"] = g.rope(q, cos, sin, Dh)
@@ -142,10 +194,17 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
         head_out = _ablate_heads(g, g.op("MatMul", attn, v), mask_l)
         head_out = parts["head_out"] = _patch_rows(g, head_out, "head_patch", l)
         concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
-        attn_out = parts["attn_out"] = g.linear(concat, f"{p}.self_attn.o_proj.weight")
+        attn_out = parts["attn_out"] = g.project(concat, f"{p}.self_attn.o_proj", cfg.o_bias)
         resid_mid = parts["resid_mid"] = _patch_rows(g, g.op("Add", h, attn_out), "resid_patch", 1 + 2 * l)
-        # pre-norm mixture of experts
+        # pre-norm mixture of experts (or dense MLP)
         x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
+        if not cfg.is_moe:
+            parts.update(_dense_mlp(g, x, f"{p}.mlp"))
+            h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, parts["moe_out"]), "resid_patch", 2 + 2 * l)
+            dims = _layer_dims(cfg)
+            for name, _, dtype in LAYER_FIELDS:
+                emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
+            continue
         logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
         probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
         layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
@@ -174,12 +233,14 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
     final_norm = g.rms_norm(h, "model.norm.weight", cfg.rms_norm_eps)
     emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
     head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
-    emit(g.linear(final_norm, head), "logits", np.float32, ["T", cfg.vocab_size])
+    rows = g.op("Slice", final_norm, g.op("Unsqueeze", "logits_from", g.i64(0)), n_tokens, g.i64(0))
+    emit(g.linear(rows, head), "logits", np.float32, ["R", cfg.vocab_size])
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
         helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
         helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+        helper.make_tensor_value_info("logits_from", TensorProto.INT64, []),
         *intervention_inputs,
     ]
     graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
@@ -188,6 +249,14 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> onnx.
                               producer_name="glassbox", ir_version=IR_VERSION)
     helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
     return model
+
+
+def _dense_mlp(g: _Graph, x: str, p: str) -> dict[str, str]:  # [T, D] -> parts of core.model.dense_mlp
+    hidden = g.op("Mul", g.silu(g.linear(x, f"{p}.gate_proj.weight")), g.linear(x, f"{p}.up_proj.weight"))
+    empty = g.op("Slice", x, g.i64(0), g.i64(0), g.i64(1))  # [T, 0]: a dense model has no router
+    empty_ids = g.op("Cast", empty, to=TensorProto.INT64)
+    return dict(router_logits=empty, router_probs=g.op("Identity", empty), expert_ids=empty_ids,
+                expert_weights=g.op("Identity", empty), moe_out=g.linear(hidden, f"{p}.down_proj.weight"))
 
 
 # ---------------------------------------------------------------- interventions (core.interventions)
@@ -245,13 +314,46 @@ def check_weights(config: ModelConfig, weights: Mapping[str, np.ndarray]) -> Non
             raise ValueError(f"weights: {name} has shape {tuple(np.shape(weights[name]))}, config says {shape}")
 
 
-def read_weights(model: onnx.ModelProto, config: ModelConfig) -> dict[str, np.ndarray]:
-    """The parameters stored in a model.onnx, as float32 arrays under their HF names."""
+def read_weights(model: onnx.ModelProto, config: ModelConfig,
+                 folder: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """The parameters stored in a model.onnx, as float32 arrays under their HF names.
+
+    Weights kept as external data in `folder` are memory-mapped read-only, not copied.
+    """
     wanted = weight_shapes(config)
     found = {t.name: t for t in model.graph.initializer if t.name in wanted}
-    weights = {name: numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
+    weights = {name: _mapped(t, Path(folder)) if folder is not None and uses_external_data(t)
+               else numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
     check_weights(config, weights)
     return weights
+
+
+def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
+    """The same graph with only the outputs in `keep`; the nodes that only fed the others are dropped."""
+    model = onnx.load_from_string(model_bytes)
+    wanted = set(keep)
+    outputs = [o for o in model.graph.output if o.name in wanted]
+    del model.graph.output[:]
+    model.graph.output.extend(outputs)
+    needed = set(wanted)
+    kept_nodes = []
+    for node in reversed(model.graph.node):  # nodes are in topological order: walk back from the outputs
+        if any(name in needed for name in node.output):
+            kept_nodes.append(node)
+            needed.update(node.input)
+    del model.graph.node[:]
+    model.graph.node.extend(reversed(kept_nodes))
+    return model.SerializeToString()
+
+
+def _mapped(tensor: onnx.TensorProto, folder: Path) -> np.ndarray:
+    info = ExternalDataInfo(tensor)
+    if tensor.data_type != TensorProto.FLOAT:
+        raise ValueError(f"weights: {tensor.name} is stored as external data of a type other than float32")
+    shape = tuple(tensor.dims)
+    if info.length not in (None, 4 * int(np.prod(shape, dtype=np.int64))):
+        raise ValueError(f"weights: {tensor.name} claims {info.length} bytes for shape {shape}")
+    return np.memmap(folder / info.location, dtype=np.float32, mode="r", offset=info.offset or 0, shape=shape)
 
 
 __all__ = ["build_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]

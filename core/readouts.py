@@ -65,7 +65,7 @@ def cmd_readouts(args: argparse.Namespace) -> int:
     trace = analyse(runner, args.text)
     if trace.truncated_chars:
         print(f"note: the last {trace.truncated_chars} characters are past the context "
-              f"of {trace.config.max_position_embeddings} tokens and were not analysed", file=sys.stderr)
+              f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
     arrays = readout_arrays(runner, trace, args.position, args.target)
     folder = ensure_writable_folder(args.out)
     print(write_atomic(folder / READOUTS_FILE, readouts_npz_bytes(arrays)))

@@ -15,11 +15,12 @@ from typing import Protocol
 import numpy as np
 
 from core import model as reference
-from core.bundle import Bundle
+from core.bundle import DATA_FILE, Bundle
+from core.onnx_export import prune_outputs
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import first_disagreement
-from core.trace import LAYER_FIELDS, Trace, output_names
+from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
 
@@ -28,9 +29,19 @@ class Runner(Protocol):
     name: str
     bundle: Bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace: ...
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace: ...
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray: ...  # [T] -> [T, V]
+
+
+def plan_outputs(config: ModelConfig, n_tokens: int, fields) -> tuple[list[str] | None, int]:
+    """Which outputs a run keeps (None: all) and the first position whose logits it computes."""
+    if fields is None:
+        return None, 0
+    wanted, last_only = select_outputs(config.num_hidden_layers, fields)
+    if "logits" not in wanted:
+        return wanted, n_tokens  # no row at all: T x V is the largest output of a real vocabulary
+    return wanted, n_tokens - 1 if last_only else 0
 
 
 def check_interventions(config: ModelConfig, ids, interventions: Interventions) -> tuple[np.ndarray, Interventions]:
@@ -66,19 +77,26 @@ class NumpyRunner:
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
 
-    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace:
+        """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
         ids, iv = check_interventions(cfg, ids, iv)
+        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         start = time.perf_counter()
         with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
-            result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv)
+            result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv,
+                                       keep=None if wanted is None else set(wanted), logits_from=logits_from)
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):
-            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS})
+            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS if name in layer})
+        if wanted is not None:
+            outputs = {name: outputs[name] for name in wanted}
         return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
+                                  fields=None if wanted is None else frozenset(wanted),
+                                  logits_from=logits_from).validate()
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without assembling a Trace."""
@@ -93,30 +111,49 @@ class OnnxRunner:
         import onnxruntime as ort  # heavy: only when an ONNX runner is made
 
         self.bundle = bundle
+        self._threads = threads
+        self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
+        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
+        if (bundle.path / DATA_FILE).is_file():
+            # Mapped weights stay shared with the file (and with a second, partial session) instead of
+            # being copied into packed buffers: a 0.5B model would otherwise cost its weights twice.
+            options.add_session_config_entry("session.disable_prepacking", "1")
+        self._options = options
         # That fusion sizes its outputs from an intervention input's default (a position axis of 1), and a
         # patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
+        self._disabled = ["GatherSliceToSplitFusion"]
         self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"],
-                                             disabled_optimizers=["GatherSliceToSplitFusion"])
+                                             disabled_optimizers=self._disabled)
         self._outputs = output_names(bundle.config.num_hidden_layers)
         self._inputs = {i.name for i in self._session.get_inputs()} | \
             {i.name for i in self._session.get_overridable_initializers()}
 
-    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
+    def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace:
+        """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
         ids, iv = check_interventions(cfg, ids, iv)
+        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
         feeds = self._feeds(ids, iv)
+        if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
+            feeds["logits_from"] = np.array(logits_from, np.int64)
+        names = self._outputs if wanted is None else wanted
+        session = self._session if wanted is None else self._partial_session(names)
         start = time.perf_counter()
-        values = self._session.run(self._outputs, feeds)
+        values = session.run(names, feeds)
         elapsed = time.perf_counter() - start
-        outputs = {name: value[0] for name, value in zip(self._outputs, values)}  # drop the batch axis
+        outputs = {name: value[0] for name, value in zip(names, values)}  # drop the batch axis
+        if "logits" in outputs and "logits_from" not in self._inputs:
+            outputs["logits"] = outputs["logits"][logits_from:]
         # The graph is data from a file: its outputs are checked like any input before a panel sees them.
         return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights).validate()
+                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
+                                  fields=None if wanted is None else frozenset(wanted),
+                                  logits_from=logits_from).validate()
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
@@ -141,6 +178,20 @@ class OnnxRunner:
             raise ValueError(f"this model.onnx predates the {missing[0]} intervention; "
                              "export the bundle again with this version of Glassbox")
         return feeds
+
+    def _partial_session(self, names: list[str]):
+        # onnxruntime keeps every graph output alive through a run, fetched or not: a partial run
+        # needs a graph that only has the outputs asked for. Two such sessions are kept.
+        import onnxruntime as ort
+
+        key = tuple(names)
+        if key not in self._partial:
+            while len(self._partial) >= 2:
+                self._partial.pop(next(iter(self._partial)))
+            graph = prune_outputs(self.bundle.model_bytes, names)
+            self._partial[key] = ort.InferenceSession(graph, self._options, providers=["CPUExecutionProvider"],
+                                                      disabled_optimizers=self._disabled)
+        return self._partial[key]
 
 
 def max_difference(a: Trace, b: Trace) -> float:

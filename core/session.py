@@ -1,14 +1,26 @@
-"""Text in, Trace out: tokenize, cut to the context, run, attach the labels panels show."""
+"""Text in, Trace out: tokenize, cut to the context, run, attach the labels panels show.
+
+Each run tokenizes with merge tracing (`encode_traced`, the slow, readable path) once, and only the
+text that is analysed: where the cut falls is found with the fast `encode`, which gives the same
+ids. `checkpoint` (called between stages) lets a caller stop a superseded run: it raises to abort.
+"""
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
 from core.runners import Runner
-from core.tokenizer import BPETokenizer, Tokenization
+from core.tokenizer import BPETokenizer, Tokenization, clean_text
 from core.trace import Trace
+
+Checkpoint = Callable[[], None]
+
+
+def no_checkpoint() -> None:
+    """The checkpoint of a run nobody will stop."""
 
 
 @dataclass(frozen=True)
@@ -17,17 +29,32 @@ class Prepared:
     truncated_chars: int         # characters cut off the end because of the context length
 
 
+def _char_at_byte(text: str, byte_offset: int) -> int:
+    """Index of the character owning UTF-8 byte `byte_offset` of text (the start of a cut character)."""
+    return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore"))
+
+
+def _cut_before_token(tokenizer: BPETokenizer, text: str, ids: Sequence[int], index: int) -> int:
+    """Character index where token `index` of text's ids starts (rounded down to a whole character)."""
+    start = sum(len(tokenizer.piece_bytes(tokenizer.id_to_piece(int(i)))) for i in ids[:index])
+    return _char_at_byte(text, start)
+
+
+def kept_length(tokenizer: BPETokenizer, text: str, max_tokens: int) -> int:
+    """The longest prefix of (surrogate-cleaned) text that ends on a token boundary and has <= max_tokens tokens."""
+    cut = len(text)
+    ids = tokenizer.encode(text)
+    while len(ids) > max_tokens and cut > 0:  # re-encoding a prefix can merge differently at its end
+        cut = _cut_before_token(tokenizer, text, ids, max_tokens)
+        ids = tokenizer.encode(text[:cut])
+    return cut
+
+
 def prepare_text(tokenizer: BPETokenizer, text: str, max_tokens: int) -> Prepared:
     """Tokenize; past the context, keep the longest prefix that ends on a token boundary and fits."""
-    full = tokenizer.encode_traced(text)
-    if len(full.tokens) <= max_tokens:
-        return Prepared(full, 0)
-    cut = full.tokens[max_tokens].char_start
-    kept = tokenizer.encode_traced(full.text[:cut])
-    while len(kept.tokens) > max_tokens and cut > 0:  # re-encoding a prefix can merge differently at its end
-        cut = kept.tokens[max_tokens].char_start
-        kept = tokenizer.encode_traced(full.text[:cut])
-    return Prepared(kept, len(full.text) - len(kept.text))
+    text = clean_text(text)
+    cut = kept_length(tokenizer, text, max_tokens)
+    return Prepared(tokenizer.encode_traced(text[:cut]), len(text) - cut)
 
 
 _VOCAB_LABELS: "weakref.WeakKeyDictionary[BPETokenizer, tuple[str, ...]]" = weakref.WeakKeyDictionary()
@@ -46,33 +73,61 @@ def _with_vocab_labels(trace: Trace, tokenizer: BPETokenizer) -> Trace:
     return replace(trace, vocab_labels=vocab_labels(tokenizer))
 
 
-def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, interventions=None) -> Trace:
-    """The whole pipeline for one sentence. Raises ValueError for text with no tokens.
+def run_prepared(runner: Runner, prepared: Prepared, *, head_mask=None, expert_override=None,
+                 interventions=None, checkpoint: Checkpoint = no_checkpoint) -> Trace:
+    """Run a tokenized text and label the trace with its tokens. Raises ValueError for text with no tokens.
     `interventions` (core.interventions.Interventions) goes to the runner as it is."""
-    bundle = runner.bundle
-    prepared = prepare_text(bundle.tokenizer, text, bundle.config.max_position_embeddings)
     tokenization = prepared.tokenization
     if not tokenization.tokens:
         raise ValueError("the text is empty")
     override = None
     if expert_override is not None:  # an override made for a longer text is cut to the tokens analysed
         override = np.asarray(expert_override)[:, : len(tokenization.tokens)]
+    checkpoint()
     trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override, interventions=interventions)
+    checkpoint()
     labels = tuple(token.display for token in tokenization.tokens)
     trace = trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
-    return _with_vocab_labels(trace, bundle.tokenizer)
+    return _with_vocab_labels(trace, runner.bundle.tokenizer)
 
 
-def run_ids(runner: Runner, ids, *, head_mask=None, expert_override=None) -> Trace:
-    """Run token ids (e.g. after appending a generated token) and label them from the vocabulary."""
+def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, interventions=None,
+            checkpoint: Checkpoint = no_checkpoint) -> Trace:
+    """The whole pipeline for one sentence. Raises ValueError for text with no tokens."""
+    bundle = runner.bundle
+    prepared = prepare_text(bundle.tokenizer, text, bundle.context)
+    return run_prepared(runner, prepared, head_mask=head_mask, expert_override=expert_override,
+                        interventions=interventions, checkpoint=checkpoint)
+
+
+def prepare_ids(tokenizer: BPETokenizer, ids: Sequence[int], text: str | None = None) -> Prepared | None:
+    """The traced tokenization of `text` (default: decode(ids)) if it gives exactly these ids, else None.
+
+    Ids chosen one by one (Append, Generate) need not be how the text tokenizes; then there is no
+    merge replay, and the trace is labelled from the vocabulary instead.
+    """
+    tokenization = tokenizer.encode_traced(tokenizer.decode(list(ids)) if text is None else text)
+    return Prepared(tokenization, 0) if tokenization.ids == [int(i) for i in ids] else None
+
+
+def run_ids(runner: Runner, ids, *, text: str | None = None, head_mask=None, expert_override=None,
+            checkpoint: Checkpoint = no_checkpoint) -> Trace:
+    """Run token ids (e.g. after appending a generated token) and label them; `text` is decode(ids) if known."""
     tokenizer = runner.bundle.tokenizer
-    text = tokenizer.decode(list(ids))
-    return analyse(runner, text, head_mask=head_mask, expert_override=expert_override) \
-        if tokenizer.encode(text) == list(ids) else _label_by_id(runner, ids, head_mask, expert_override)
+    prepared = prepare_ids(tokenizer, ids, text)
+    if prepared is not None:
+        return run_prepared(runner, prepared, head_mask=head_mask, expert_override=expert_override,
+                            checkpoint=checkpoint)
+    return run_labelled_by_id(runner, ids, head_mask=head_mask, expert_override=expert_override,
+                              checkpoint=checkpoint)
 
 
-def _label_by_id(runner: Runner, ids, head_mask, expert_override) -> Trace:
+def run_labelled_by_id(runner: Runner, ids, *, head_mask=None, expert_override=None,
+                       checkpoint: Checkpoint = no_checkpoint) -> Trace:
+    """Run ids that are not how their text tokenizes; each token is labelled from the vocabulary."""
     tokenizer = runner.bundle.tokenizer
+    checkpoint()
     trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override)
+    checkpoint()
     labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(int(i))) for i in ids)
     return _with_vocab_labels(trace.with_text(labels, tokenizer.decode(list(ids))), tokenizer)

@@ -183,16 +183,18 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
 
     # QKV: this head's slice of each projection (x @ W.T, PyTorch Linear orientation)
     x = lt.attn_in                                                        # [T, D]
-    if w is not None:
+    if w is not None and not (cfg.qkv_bias or cfg.qk_norm):
         q, k, v = x @ w["q"].T, x @ w["k"].T, x @ w["v"].T                 # [T, Dh] each
-    else:
+    else:  # no weights, or biases / q-k norms (Qwen): the traced q, k, v are what the head used
         q, k, v = lt.q[head], lt.k[head], lt.v[head]
     # RoPE: rotate q and k by position (never v) before the dot product
-    q_rot = apply_rope(q[None], positions, cfg.rope_theta)[0]             # [T, Dh]
-    k_rot = apply_rope(k[None], positions, cfg.rope_theta)[0]
+    q_rot = apply_rope(q[None], positions, cfg.rope_theta, cfg.rope_scaling)[0]  # [T, Dh]
+    k_rot = apply_rope(k[None], positions, cfg.rope_theta, cfg.rope_scaling)[0]
     qk = q_rot @ k_rot.T                                                   # [T, T] every query with every key
     scaled = qk / F32(np.sqrt(dh))
     future = np.triu(np.ones((t, t), dtype=bool), k=1)                     # key after query: not yet written
+    if cfg.sliding_window:                                                 # Mistral: keys too far back are hidden too
+        future |= np.tril(np.ones((t, t), dtype=bool), k=-cfg.sliding_window)
     masked = np.where(future, F32(-np.inf), scaled).astype(F32)
     probs = softmax(masked)                                                # [T, T] rows sum to 1
     head_mask = float(trace.head_mask[layer, head])
@@ -203,6 +205,8 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
     all_heads[head] = head_out
     concat = all_heads.transpose(1, 0, 2).reshape(t, n_heads * dh)         # [T, H*Dh]
     attn_out = concat @ w["o"].T if w is not None else lt.attn_out         # [T, D]
+    if w is not None and cfg.o_bias:
+        attn_out = attn_out + trace.weights[f"model.layers.{layer}.self_attn.o_proj.bias"]
     resid_mid = _layer_input(trace, layer) + attn_out
 
     labels = tuple(f"{i} {trace.label(i)}" for i in range(t))

@@ -249,6 +249,9 @@ _PLAIN = r"(?:[^\p{C}\p{Z}]|[ \n\t])"
 _SHOWN_SIMPLY = regex.compile(r"(?:[\udc80-\udcff]+|(?!\p{M})" + _PLAIN + "+)*")
 _ESCAPED_RUN = regex.compile(r"[\udc80-\udcff]+")
 _NAMED_TABLE = str.maketrans(_NAMED_CHARS)
+# The regex module's Unicode tables may be newer than unicodedata's, which the slow path reads: a
+# character assigned in one and not the other must take the slow path too.
+_NOT_CHECKED = str.maketrans(dict.fromkeys([" ", "\n", "\t"] + [chr(c) for c in range(0xDC80, 0xDD00)]))
 
 
 def _hex_run(m: "regex.Match[str]") -> str:
@@ -267,7 +270,7 @@ def _render_in_context(raw: bytes, text: str, owners: Sequence[int], byte_start:
 def _display_whole(raw: bytes) -> str:
     """``display_bytes(raw)`` for a piece out of context, faster."""
     text = raw.decode("utf-8", errors="surrogateescape")
-    if not _SHOWN_SIMPLY.fullmatch(text):
+    if not (_SHOWN_SIMPLY.fullmatch(text) and text.translate(_NOT_CHECKED).isprintable()):
         return display_bytes(raw)
     return _ESCAPED_RUN.sub(_hex_run, text.translate(_NAMED_TABLE))
 

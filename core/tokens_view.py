@@ -1,7 +1,7 @@
 """The numbers behind the Tokens panel, Qt-free: the token chips and the replay of the BPE merges.
 
 The replay starts from the sentence as bytes (step 0); step k shows the pieces after the model's
-k-th merge (lowest rank first, applied everywhere it occurs), as the first seed does by hand for
+k-th merge (lowest rank first, applied everywhere it occurs), as a hand-worked BPE example does for
 订单. Merges never cross a pre-token boundary (a word, a number, a run of spaces), so the pieces
 that start one are marked: the panel leaves a wider gap before them.
 """

@@ -4,6 +4,16 @@ Both runners fill the same fields; every panel reads only a Trace (and the selec
 Per layer, H heads, T tokens, Dh head size, E experts, k experts per token:
 k and v are given per *query* head (grouped-query heads already repeated, as the
 attention uses them), so ``k[h]`` is the key matrix query head ``h`` attends with.
+
+Dense models (Llama, Mistral, Qwen: one SwiGLU MLP, no router) keep every field: E = k = 0,
+so router_logits, router_probs, expert_ids, expert_weights are empty [T, 0] arrays and
+expert_override is [L, T, 0]; moe_in / moe_out are the MLP's input and output. ``q`` and ``k``
+are after the per-head q/k RMSNorm where the model has one (Qwen3), before RoPE.
+
+A partial trace (``Runner.run(ids, fields=...)``, for models too large to keep everything) holds
+only the requested outputs; the others are None and ``fields`` names what is there. The name
+"logits.last" asks for the last position's logits alone: ``logits`` is then [1, V] and
+``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r).
 """
 from __future__ import annotations
 
@@ -47,12 +57,38 @@ class TraceError(ValueError):
     """A Trace whose arrays do not match the model's shapes."""
 
 
-def _frozen(a: np.ndarray) -> np.ndarray:
+def _frozen(a: np.ndarray | None) -> np.ndarray | None:
+    if a is None:  # a field a partial trace did not ask for
+        return None
     a = np.asarray(a)
     if a.flags.writeable:
         a = a.copy()
         a.setflags(write=False)
     return a
+
+
+LAST_LOGITS = "logits.last"
+
+
+def select_outputs(num_layers: int, fields) -> tuple[list[str], bool]:
+    """Output names for a field request (names as in output_names, or a layer field for every layer,
+    or "logits.last"); also whether only the last position's logits are wanted. ValueError if unknown."""
+    every = output_names(num_layers)
+    per_layer = {name for name, _, _ in LAYER_FIELDS}
+    chosen: set[str] = set()
+    last_only = False
+    for name in fields:
+        if name == LAST_LOGITS:
+            chosen.add("logits")
+            last_only = True
+        elif name in per_layer:
+            chosen.update(f"layers.{l}.{name}" for l in range(num_layers))
+        elif name in every:
+            chosen.add(name)
+        else:
+            raise ValueError(f"unknown trace field {name!r}")
+    last_only = last_only and "logits" not in fields
+    return [n for n in every if n in chosen], last_only
 
 
 def output_names(num_layers: int) -> list[str]:
@@ -109,6 +145,8 @@ class Trace:
     # Readable label of every vocab id (filled by the session from the tokenizer), so panels can name
     # tokens that are not in the sentence, e.g. next-token candidates; empty -> "#id".
     vocab_labels: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    fields: frozenset[str] | None = None  # the outputs a partial trace holds (None: every field)
+    logits_from: int = 0                  # the position of logits' first row (T - 1 for "logits.last")
     # Every intervention of the run (core.interventions.Interventions, filled); None for a trace built by hand.
     interventions: Any = field(default=None, repr=False, compare=False)
 
@@ -168,21 +206,27 @@ class Trace:
         if len(self.layers) != self.config.num_hidden_layers:
             raise TraceError(f"trace has {len(self.layers)} layers, config says {self.config.num_hidden_layers}")
         for name, spec, dtype in MODEL_FIELDS:
-            _check(name, getattr(self, name), expect(spec), dtype)
+            shape = expect(spec) if name != "logits" else (sym["T"] - self.logits_from, sym["V"])
+            self._check_field(name, getattr(self, name), shape, dtype)
         for l, layer in enumerate(self.layers):
             for name, spec, dtype in LAYER_FIELDS:
-                _check(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
+                self._check_field(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
         for l, layer in enumerate(self.layers):  # panels index by expert id: one out of range would crash them
             ids = layer.expert_ids
-            if ids.size and (ids.min() < 0 or ids.max() >= sym["E"]):
+            if ids is not None and ids.size and (ids.min() < 0 or ids.max() >= sym["E"]):
                 raise TraceError(f"layers.{l}.expert_ids: values outside [0, {sym['E']})")
         _check("head_mask", self.head_mask, (self.num_layers, sym["H"]), np.float32)
         _check("expert_override", self.expert_override, (self.num_layers, sym["T"], sym["K"]), np.int64)
         if self.tokens and len(self.tokens) != sym["T"]:
             raise TraceError(f"trace has {len(self.tokens)} token labels for {sym['T']} tokens")
-        if self.vocab_labels and len(self.vocab_labels) != sym["V"]:
+        if len(self.vocab_labels) > sym["V"]:  # fewer: ids past the tokenizer (a padded embedding) read "#id"
             raise TraceError(f"trace has {len(self.vocab_labels)} vocab labels for a vocabulary of {sym['V']}")
         return self
+
+    def _check_field(self, name: str, a, shape: tuple[int, ...], dtype: type) -> None:
+        if a is None and self.fields is not None and name not in self.fields:
+            return  # not requested by a partial run
+        _check(name, a, shape, dtype)
 
     # ---------------------------------------------------------- raw numbers
     def to_arrays(self) -> dict[str, np.ndarray]:
@@ -197,17 +241,17 @@ class Trace:
         arrays["expert_override"] = self.expert_override
         if self.interventions is not None:  # ablate_mode, experts_off and the patches, beside the two above
             arrays.update(self.interventions.to_arrays())
-        return arrays
+        return {name: a for name, a in arrays.items() if a is not None}  # a partial trace has fewer
 
     @classmethod
     def from_outputs(cls, config: ModelConfig, input_ids: np.ndarray, outputs: Mapping[str, np.ndarray],
                      **extra: Any) -> "Trace":
         """Assemble a Trace from arrays keyed by output name (batch axis already removed)."""
-        layers = tuple(
-            LayerTrace(**{name: outputs[f"layers.{l}.{name}"] for name, _, _ in LAYER_FIELDS})
+        layers = tuple(  # .get: a partial run leaves out what it was not asked for
+            LayerTrace(**{name: outputs.get(f"layers.{l}.{name}") for name, _, _ in LAYER_FIELDS})
             for l in range(config.num_hidden_layers))
-        return cls(config=config, input_ids=np.asarray(input_ids, np.int64), embed=outputs["embed"],
-                   layers=layers, final_norm=outputs["final_norm"], logits=outputs["logits"], **extra)
+        return cls(config=config, input_ids=np.asarray(input_ids, np.int64), embed=outputs.get("embed"),
+                   layers=layers, final_norm=outputs.get("final_norm"), logits=outputs.get("logits"), **extra)
 
 
 def _check(name: str, a: np.ndarray, shape: tuple[int, ...], dtype: type) -> None:

@@ -1,10 +1,14 @@
 """Start the desktop app: QApplication, fonts, the bundle to open, the main window."""
 from __future__ import annotations
 
+import contextlib
 import signal
+import socket
 import sys
+import threading
+from typing import Iterator
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from core.bundle import Bundle, BundleError, load_bundle
@@ -13,6 +17,7 @@ from gui.fonts import register_fonts
 from gui.main_window import APPLICATION, ORGANISATION, MainWindow, default_settings
 
 FIRST_SENTENCE = "订单成交，订单取消。The cat sat on the mat because it was tired."
+INTERRUPTED = 130   # the exit status of a program stopped by Ctrl+C (128 + SIGINT)
 
 
 def application() -> QApplication:
@@ -38,29 +43,71 @@ def start_bundle(model: str | None, last_model: str | None) -> Bundle:
     return load_bundle(None)
 
 
-def _close_on_ctrl_c(window: MainWindow) -> None:
-    """Ctrl+C in the terminal closes the window properly (settings saved, worker joined)."""
-    signal.signal(signal.SIGINT, lambda *_: window.close())
-    # Python only runs signal handlers between bytecodes: a timer gives it the chance while Qt waits.
-    timer = QTimer(window)
-    timer.timeout.connect(lambda: None)
-    timer.start(250)
+def quit_everything(app: QApplication) -> None:
+    """Close every window (the main window saves its settings and stops its worker), dialogs included,
+    and leave every event loop, a modal dialog's too."""
+    for widget in app.topLevelWidgets():
+        if widget.isVisible():
+            widget.close()
+    app.quit()
+
+
+@contextlib.contextmanager
+def quit_on_ctrl_c(app: QApplication) -> Iterator[threading.Event]:
+    """While inside, Ctrl+C (SIGINT) quits the app, even during a modal dialog; yields the Event it sets.
+
+    Python runs a signal handler only between bytecodes, and Qt's event loops (the main one, and each
+    dialog's exec()) are C++. The C-level handler writes the signal number to a socket
+    (signal.set_wakeup_fd), whose QSocketNotifier wakes whichever loop is running, which calls into
+    Python, which runs the handler. Previous handlers are restored on the way out.
+    """
+    interrupted = threading.Event()
+    reader, writer = socket.socketpair()
+    reader.setblocking(False)
+    writer.setblocking(False)
+    notifier = QSocketNotifier(reader.fileno(), QSocketNotifier.Type.Read)
+    notifier.activated.connect(lambda *_: _drain(reader))
+
+    def on_sigint(*_) -> None:
+        interrupted.set()
+        quit_everything(app)
+
+    previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    previous_fd = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    try:
+        yield interrupted
+    finally:
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGINT, previous_handler)
+        notifier.setEnabled(False)
+        reader.close()
+        writer.close()
+
+
+def _drain(reader: socket.socket) -> None:
+    with contextlib.suppress(BlockingIOError):
+        while reader.recv(64):
+            pass
 
 
 def run_app(model: str | None = None, text: str | None = None) -> int:
     app = application()
-    settings = default_settings()
-    try:
-        bundle = start_bundle(model, settings.value("model/last") if model is None else None)
-    except BundleError as exc:
-        print(f"glassbox: error: {exc}", file=sys.stderr)
-        return 2
-    backend = str(settings.value("model/backend", "onnx"))
-    controller = Controller(bundle, backend if backend in BACKENDS else "onnx")
-    app.aboutToQuit.connect(controller.shutdown)
-    window = MainWindow(controller, settings)
-    _close_on_ctrl_c(window)
-    window.show()
-    window.sentence_bar.setText(text if text is not None else str(settings.value("sentence/last", FIRST_SENTENCE)))
-    window.sentence_bar.setFocus()
-    return app.exec()
+    with quit_on_ctrl_c(app) as interrupted:
+        settings = default_settings()
+        try:
+            bundle = start_bundle(model, settings.value("model/last") if model is None else None)
+        except BundleError as exc:
+            print(f"glassbox: error: {exc}", file=sys.stderr)
+            return 2
+        if interrupted.is_set():   # Ctrl+C while the start-up warning was open
+            return INTERRUPTED
+        backend = str(settings.value("model/backend", "onnx"))
+        controller = Controller(bundle, backend if backend in BACKENDS else "onnx")
+        app.aboutToQuit.connect(controller.shutdown)
+        window = MainWindow(controller, settings)
+        window.show()
+        window.sentence_bar.setText(text if text is not None else str(settings.value("sentence/last", FIRST_SENTENCE)))
+        window.sentence_bar.setFocus()
+        QTimer.singleShot(0, lambda: interrupted.is_set() and quit_everything(app))   # Ctrl+C just before exec()
+        status = app.exec()
+        return INTERRUPTED if interrupted.is_set() else status

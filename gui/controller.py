@@ -1,41 +1,59 @@
 """The one place that runs the model for the GUI: text in, Trace and Selection out.
 
-All model work happens on one worker QThread, so the UI never waits for a forward pass, a bundle
-load or a file write. Jobs run one at a time, in order; only plain data (Trace, Bundle, lists of
-paths) comes back, through queued signals, to the main thread.
+All model work happens on one worker thread, so the UI never waits for a forward pass, a
+tokenization, a bundle load or a file write. Jobs run one at a time, in order; only plain data
+(Trace, Runners, lists of paths) comes back, through queued signals, to the main thread.
 
 Stale results: every change of what should be shown (a keystroke, an append, a new bundle...)
-bumps `generation`. A job remembers the generation it was made for; if that is no longer current
-when the job is about to start, it is skipped, and if it finishes late its result is dropped and
-never shown.
+bumps `generation`. A job remembers the generation it was made for; once that is no longer
+current it is skipped if it has not started, stopped at its next stage boundary (a `checkpoint`)
+if it has, and its result is dropped if it finishes anyway. Esc (`cancel`) and closing the window
+stop jobs the same way.
+
+Nothing that tokenizes runs on this thread: Append, Step back and Generate need the current
+sentence's ids, which are either known (ids after an append, or those of the trace on screen) or
+arrive with the run of the text the user just typed; edits wait for them (`_with_ids`).
 """
 from __future__ import annotations
 
 import itertools
+import queue
+import threading
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.bundle import Bundle, load_bundle
 from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
-from core.session import analyse, prepare_text, run_ids
+from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
+                          run_prepared)
 from core.trace import Trace
 from gui.selection import Selection
 
 BACKENDS = ("onnx", "numpy", "both")
+BACKEND_NAMES = {"onnx": "ONNX Runtime", "numpy": "the NumPy reference", "both": "ONNX Runtime + NumPy"}
 DEBOUNCE_MS = 50
 VARIANT_KEYS = {"head_mask", "expert_override"}
+WORKER_NAME = "glassbox-model-worker"
+# Closing waits this long for a job to reach its next checkpoint (a stage takes tens of ms on the
+# shipped model), then leaves the thread to end on its own: see _Worker.stop.
+SHUTDOWN_WAIT_S = 0.5
+PROBE_TEXT = "Hello, 你好."   # the first run of a newly opened bundle when the sentence is empty
+
+
+class Cancelled(Exception):
+    """Raised at a checkpoint of a job that was superseded, cancelled, or is running at shutdown."""
 
 
 @dataclass(frozen=True)
 class SentenceState:
     """What is analysed: typed text, or token ids (after Append / Generate, which need not re-tokenize alike)."""
     text: str = ""
-    ids: tuple[int, ...] | None = None   # None: analyse `text`; else run exactly these ids
+    ids: tuple[int, ...] | None = None   # None: analyse `text`; else run exactly these ids (text = decode(ids))
 
 
 @dataclass(frozen=True)
@@ -58,45 +76,34 @@ class Runners:
         return self._made[name]
 
 
-@dataclass
-class _Job:
-    fn: Callable[[], Any]                 # runs on the worker thread
-    on_done: Callable[[Any], None]        # runs on the main thread
-    on_error: Callable[[str], None]
-    is_stale: Callable[[], bool] = lambda: False
-    counts_as_busy: bool = True
+def _needed(backend: str) -> tuple[str, ...]:
+    return ("onnx", "numpy") if backend == "both" else (backend,)
 
 
-class _Worker(QObject):
-    sigDone = Signal(int, object)     # (job id, result)
-    sigFailed = Signal(int, str)      # (job id, one-line message)
-    sigSkipped = Signal(int)
+# ---------------------------------------------------------------- work done on the worker thread
 
-    @Slot(int, object, object)
-    def run(self, job_id: int, fn: Callable[[], Any], is_stale: Callable[[], bool]) -> None:
-        if is_stale():   # superseded while it waited in the queue: do not spend time on it
-            self.sigSkipped.emit(job_id)
-            return
-        try:
-            result = fn()
-        except Exception as exc:  # reported on the main thread; the worker keeps serving
-            self.sigFailed.emit(job_id, _one_line(exc))
-            return
-        self.sigDone.emit(job_id, result)
+def prepare_state(runners: Runners, state: SentenceState) -> Prepared | None:
+    """Tokenize once per run: the text cut to the context, or the traced tokenization of ids (None: they do
+    not round-trip, and are labelled from the vocabulary)."""
+    bundle = runners.bundle
+    if state.ids is not None:
+        return prepare_ids(bundle.tokenizer, state.ids, state.text)
+    return prepare_text(bundle.tokenizer, state.text, bundle.context)
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
+                     checkpoint: Checkpoint = no_checkpoint, **interventions) -> RunResult:
+    """One analysis of `state`. "both" runs ONNX and NumPy on the same tokens and measures their difference."""
+    prepared = prepare_state(runners, state)
 
-
-def run_with_backend(runners: Runners, backend: str, state: SentenceState, **interventions) -> RunResult:
-    """One analysis of `state` (worker thread). "both" runs ONNX and NumPy and measures their difference."""
     def once(name: str) -> Trace:
+        checkpoint()
         runner = runners.get(name)
-        if state.ids is not None:
-            return run_ids(runner, list(state.ids), **interventions)
-        return analyse(runner, state.text, **interventions)
+        if prepared is None:
+            trace = run_labelled_by_id(runner, state.ids, checkpoint=checkpoint, **interventions)
+        else:
+            trace = run_prepared(runner, prepared, checkpoint=checkpoint, **interventions)
+        return trace.validate()   # a graph whose outputs have the wrong shapes fails here, with the field named
 
     if backend != "both":
         return RunResult(once(backend))
@@ -104,20 +111,129 @@ def run_with_backend(runners: Runners, backend: str, state: SentenceState, **int
     return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace), numpy_trace)
 
 
-def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings) -> list[int]:
-    """Append n sampled tokens (worker thread), never past the model's context."""
+def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
+                 checkpoint: Checkpoint = no_checkpoint) -> list[int]:
+    """Append n sampled tokens, never past the model's context; stoppable between tokens."""
     runner = runners.get("onnx" if backend == "both" else backend)
-    context = runners.bundle.config.max_position_embeddings
-    return generate(lambda so_far: runner.run(so_far).logits[-1], ids, n, settings, max_len=context)
+    context = runners.bundle.context
+
+    def next_logits(so_far: list[int]):
+        checkpoint()
+        return runner.run(so_far).logits[-1]
+
+    return generate(next_logits, ids, n, settings, max_len=context)
 
 
-def open_bundle_runners(path: str, backend: str) -> Runners:
-    """Load and validate a bundle and build the runner(s) the backend needs (worker thread)."""
+def first_run(runners: Runners, backend: str, state: SentenceState, checkpoint: Checkpoint) -> RunResult:
+    """Build the backend's runners and run `state` (or a probe text): what must succeed before a swap."""
+    for name in _needed(backend):
+        checkpoint()
+        runners.get(name)
+    probe = state if state.ids is not None or state.text else SentenceState(PROBE_TEXT)
+    return run_with_backend(runners, backend, probe, checkpoint=checkpoint)
+
+
+def open_bundle_runners(path: str, backend: str, state: SentenceState, *,
+                        checkpoint: Checkpoint = no_checkpoint) -> tuple[Runners, RunResult]:
+    """Load a bundle, build its runners and run the sentence on it: a bundle that loads but cannot run
+    fails here, before it replaces anything."""
     runners = Runners(load_bundle(path))
-    for name in (("onnx", "numpy") if backend == "both" else (backend,)):
-        runners.get(name)   # a graph onnxruntime cannot load fails here, not on the first keystroke
-    return runners
+    return runners, first_run(runners, backend, state, checkpoint)
 
+
+def switch_backend(runners: Runners, backend: str, state: SentenceState, *,
+                   checkpoint: Checkpoint = no_checkpoint) -> RunResult:
+    """Build the new backend's runners and run the sentence with them; a failure leaves the old backend."""
+    return first_run(runners, backend, state, checkpoint)
+
+
+# ---------------------------------------------------------------- the worker thread
+
+@dataclass
+class _Job:
+    fn: Callable[..., Any]                # runs on the worker thread: fn(checkpoint=...)
+    on_done: Callable[[Any], None]        # runs on the main thread
+    on_error: Callable[[str], None]
+    is_stale: Callable[[], bool] = lambda: False
+    counts_as_busy: bool = True
+    detachable: bool = True               # False: closing waits for it (a file write must not be cut off)
+
+
+class _Mailbox(QObject):
+    """Where the worker posts results; lives on the main thread, so its signals arrive there (queued)."""
+    sigDone = Signal(int, object)     # (job id, result)
+    sigFailed = Signal(int, str)      # (job id, one-line message)
+    sigSkipped = Signal(int)          # (job id): stale before it started, or stopped at a checkpoint
+
+
+class _Worker:
+    """One Python thread running jobs in order; after `stop` it posts nothing and ends at its next checkpoint."""
+
+    def __init__(self, mailbox: _Mailbox) -> None:
+        self._mailbox = mailbox
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._stopping = threading.Event()
+        self._post_lock = threading.Lock()   # held while posting, so that nothing is posted after stop()
+        self._closed = False
+        self._running_detachable = True
+        self._thread = threading.Thread(target=self._serve, name=WORKER_NAME, daemon=True)
+        self._thread.start()
+
+    def submit(self, job_id: int, job: _Job) -> None:
+        self._queue.put((job_id, job))
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def _serve(self) -> None:
+        while (item := self._queue.get()) is not None:
+            job_id, job = item
+
+            def checkpoint(job: _Job = job) -> None:
+                if self._stopping.is_set() or job.is_stale():
+                    raise Cancelled
+
+            self._running_detachable = job.detachable
+            try:
+                checkpoint()
+                result = job.fn(checkpoint=checkpoint)
+            except Cancelled:
+                self._post(self._mailbox.sigSkipped, job_id)
+            except Exception as exc:  # reported on the main thread; the worker keeps serving
+                self._post(self._mailbox.sigFailed, job_id, _one_line(exc))
+            else:
+                self._post(self._mailbox.sigDone, job_id, result)
+            finally:
+                self._running_detachable = True
+
+    def _post(self, signal, *args) -> None:
+        with self._post_lock:
+            if not self._closed:
+                signal.emit(*args)
+
+    def stop(self, wait_s: float) -> None:
+        """Drop queued jobs, stop the running one at its next checkpoint, and wait up to wait_s for the thread.
+
+        A stage with no checkpoint inside (one onnxruntime run, a bundle load) can outlast wait_s; the
+        window must still close at once, so the thread is then left to finish that stage alone. That is
+        safe: it is a daemon thread holding only plain data, nothing it does touches Qt once the mailbox
+        is closed (under the lock, so no post is half done), and it ends at the stage's checkpoint; if
+        the process exits first, Python stops daemon threads at exit. A file write is the exception
+        (`detachable=False`): closing waits for it, so that no partial file is left behind.
+        """
+        self._stopping.set()
+        with self._post_lock:
+            self._closed = True
+        self._queue.put(None)
+        self._thread.join(None if not self._running_detachable else wait_s)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+# ---------------------------------------------------------------- the controller (main thread)
 
 class Controller(QObject):
     sigTraceChanged = Signal(object)      # Trace | None (None: empty text)
@@ -127,12 +243,12 @@ class Controller(QObject):
     sigBusy = Signal(bool)
     sigStatus = Signal(object)            # dict: tokens, context, backend, elapsed_ms, parity, bundle
     sigHighlight = Signal(int, int)       # characters [start, end) of the sentence to highlight; -1 clears
-    sigTextReplaced = Signal(str)         # the sentence changed by an append/generate/undo (not typing)
+    sigTextReplaced = Signal(object)      # str: the sentence changed by an append/generate/undo (not typing);
+                                          # object, as a QString copy would drop a leading U+FEFF
     sigBundleChanged = Signal(object)     # Bundle
+    sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job
     sigReferenceTrace = Signal(object)    # the NumPy Trace behind the parity badge (None), before sigTraceChanged
-
-    _sigSubmit = Signal(int, object, object)
 
     def __init__(self, bundle: Bundle, backend: str = "onnx", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -141,11 +257,16 @@ class Controller(QObject):
         self._runners = Runners(bundle)
         self._backend = backend
         self._state = SentenceState()
+        self._shown: SentenceState | None = None      # the state self.trace was made for
         self._undo: list[SentenceState] = []
+        self._awaiting_ids: list[Callable[[list[int]], None]] = []   # edits waiting for the sentence's ids
         self.trace: Trace | None = None
         self.parity: float | None = None
         self.selection = Selection()
         self.generation = 0
+        self._cancels = 0          # bumped by Esc and by closing: stops jobs that typing does not supersede
+        self._switch_id = 0        # the latest backend switch asked for
+        self._switching_to: str | None = None
         self._jobs: dict[int, _Job] = {}
         self._job_ids = itertools.count(1)
         self._latest_variant: dict[tuple[int, str], int] = {}
@@ -155,16 +276,11 @@ class Controller(QObject):
         self._debounce.setInterval(DEBOUNCE_MS)
         self._debounce.timeout.connect(self._request_trace)
 
-        self._thread = QThread()
-        self._thread.setObjectName("glassbox-model-worker")
-        self._worker = _Worker()
-        self._worker.moveToThread(self._thread)
-        self._sigSubmit.connect(self._worker.run)
-        self._worker.sigDone.connect(self._on_done)
-        self._worker.sigFailed.connect(self._on_failed)
-        self._worker.sigSkipped.connect(self._on_skipped)
-        self._thread.finished.connect(self._worker.deleteLater)
-        self._thread.start()
+        self._mailbox = _Mailbox()
+        self._mailbox.sigDone.connect(self._on_done)
+        self._mailbox.sigFailed.connect(self._on_failed)
+        self._mailbox.sigSkipped.connect(self._on_skipped)
+        self._worker = _Worker(self._mailbox)
 
     # ------------------------------------------------------------ facts
     @property
@@ -181,23 +297,22 @@ class Controller(QObject):
 
     @property
     def context(self) -> int:
-        return self.bundle.config.max_position_embeddings
+        return self.bundle.context
 
     def is_running(self) -> bool:
-        return self._thread.isRunning()
+        """Whether the worker thread is alive (False once shutdown has joined it)."""
+        return self._worker.is_alive()
 
     def busy(self) -> bool:
-        return any(job.counts_as_busy for job in self._jobs.values())
-
-    def can_step_back(self) -> bool:
-        return bool(self._undo) or len(self._current_ids()) > 1
+        return any(job.counts_as_busy and not job.is_stale() for job in self._jobs.values())
 
     # ------------------------------------------------------------ the sentence
     def set_text(self, text: str) -> None:
-        """The user typed: analyse after a short pause (typing resets the undo stack)."""
+        """The user typed: analyse after a short pause (typing resets the undo stack and drops pending edits)."""
         if self._state.ids is None and text == self._state.text:
             return
         self._undo.clear()
+        self._awaiting_ids.clear()
         self._state = SentenceState(text)
         self.generation += 1
         self._debounce.start()
@@ -208,6 +323,20 @@ class Controller(QObject):
         self.generation += 1
         self._request_trace()
 
+    def cancel(self) -> None:
+        """Stop the analysis, generation or bundle load in progress (Esc); the panels keep the last result."""
+        if not self.busy() and not self._debounce.isActive():
+            return
+        self._debounce.stop()
+        self._awaiting_ids.clear()
+        self.generation += 1
+        self._cancels += 1
+        if self._switching_to is not None:   # a backend switch was among what stopped
+            self._switching_to = None
+            self.sigBackendChanged.emit(self._backend)
+        self._emit_busy()
+        self.sigNotice.emit("cancelled: the panels show the last finished analysis")
+
     def _replace_state(self, state: SentenceState, push_undo: bool) -> None:
         if push_undo:
             self._undo.append(self._state)
@@ -215,36 +344,65 @@ class Controller(QObject):
         self.sigTextReplaced.emit(state.text)
         self.flush()
 
-    def _current_ids(self) -> list[int]:
-        if self._state.ids is not None:
-            return list(self._state.ids)
-        prepared = prepare_text(self.bundle.tokenizer, self._state.text, self.context)
-        return prepared.tokenization.ids
+    def _known_ids(self) -> list[int] | None:
+        """The sentence's ids without tokenizing here: its own, or those of its trace on screen; None if unknown."""
+        state = self._state
+        if state.ids is not None:
+            return list(state.ids)
+        if not state.text:
+            return []
+        if self._shown == state and self.trace is not None:
+            return self.trace.input_ids.tolist()
+        return None
+
+    def _with_ids(self, edit: Callable[[list[int]], None]) -> None:
+        """Apply an edit to the sentence's ids now if they are known, else when its run brings them."""
+        ids = self._known_ids()
+        if ids is not None and not self._awaiting_ids:
+            edit(ids)
+            return
+        self._awaiting_ids.append(edit)
+        if len(self._awaiting_ids) == 1:
+            self.flush()   # start the run that tokenizes the sentence now, rather than after the debounce
+
+    def _apply_awaiting(self) -> None:
+        edits, self._awaiting_ids = self._awaiting_ids, []
+        for edit in edits:   # the first edit makes the ids known; later ones apply to its result
+            self._with_ids(edit)
+
+    def _state_of_ids(self, ids: list[int]) -> SentenceState:
+        # Decoding at most a context of ids is cheap; it gives the text the bar shows and the run reuses.
+        return SentenceState(self.bundle.tokenizer.decode(ids), tuple(ids))
 
     def append_tokens(self, ids: list) -> None:
-        if not ids:
-            return
-        combined = (self._current_ids() + [int(i) for i in ids])
+        if ids:
+            new = [int(i) for i in ids]
+            self._with_ids(lambda current: self._append(current, new))
+
+    def _append(self, current: list[int], new: list[int]) -> None:
+        combined = current + new
         if len(combined) > self.context:
             self.sigNotice.emit(f"the context is full ({self.context} tokens): "
                                 f"{len(combined) - self.context} token(s) were not appended")
             combined = combined[: self.context]
-        self._replace_state(SentenceState(self.bundle.tokenizer.decode(combined), tuple(combined)), push_undo=True)
+        self._replace_state(self._state_of_ids(combined), push_undo=True)
 
     def step_back(self) -> None:
         """Undo the last append/generate; with nothing to undo, drop the last token."""
+        self._with_ids(self._step_back)
+
+    def _step_back(self, ids: list[int]) -> None:
         if self._undo:
             self._replace_state(self._undo.pop(), push_undo=False)
-            return
-        ids = self._current_ids()
-        if len(ids) > 1:
-            self._replace_state(SentenceState(self.bundle.tokenizer.decode(ids[:-1]), tuple(ids[:-1])),
-                                push_undo=False)
+        elif len(ids) > 1:
+            self._replace_state(self._state_of_ids(ids[:-1]), push_undo=False)
 
     def generate(self, request) -> None:
         """request: (n_tokens, SamplingSettings) from a panel's sigGenerate."""
         n, settings = request
-        ids = self._current_ids()
+        self._with_ids(lambda ids: self._generate(ids, int(n), settings))
+
+    def _generate(self, ids: list[int], n: int, settings: SamplingSettings) -> None:
         if not ids:
             self.sigNotice.emit("type something first: generation continues a sentence")
             return
@@ -255,18 +413,28 @@ class Controller(QObject):
             self._replace_state(SentenceState(runners.bundle.tokenizer.decode(new_ids), tuple(new_ids)),
                                 push_undo=True)
 
-        self._submit(_Job(partial(generate_ids, runners, backend, ids, int(n), settings), done,
+        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings), done,
                           self._report_error, lambda: generation != self.generation))
 
     # ------------------------------------------------------------ running
     def _request_trace(self) -> None:
         state, generation = self._state, self.generation
         if state.ids is None and not state.text:
-            self._show(None, None)   # empty text: an empty state, not an error
+            self._show_result(state, None)   # empty text: an empty state, not an error
             return
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state),
-                          lambda result: self._show(result.trace, result.parity, result.reference),
-                          self._report_error, lambda: generation != self.generation))
+                          lambda result: self._show_result(state, result), self._trace_failed,
+                          lambda: generation != self.generation))
+
+    def _trace_failed(self, message: str) -> None:
+        self._awaiting_ids.clear()   # the edits needed this run's ids
+        self.sigError.emit(message)
+
+    def _show_result(self, state: SentenceState, result: RunResult | None) -> None:
+        self._shown = state
+        self._show(result.trace if result else None, result.parity if result else None,
+                   result.reference if result else None)
+        self._apply_awaiting()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
         previous, self.trace, self.parity = self.trace, trace, parity
@@ -292,26 +460,70 @@ class Controller(QObject):
                 "parity": self.parity, "bundle": self.bundle.name}
 
     def set_backend(self, backend: str) -> None:
+        """Switch backend off the UI thread; only once its runners are built and have run the sentence."""
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (choose {', '.join(BACKENDS)})")
-        if backend != self._backend:
+        if backend == (self._switching_to or self._backend):
+            return
+        self._switch_id += 1   # a switch still under way is superseded
+        if backend == self._backend:   # back to the backend in use before the other one was ready
+            self._switching_to = None
+            self.sigBackendChanged.emit(backend)
+            return
+        self._switching_to = backend
+        self.generation += 1   # a run with the old backend is no longer wanted
+        state, generation, cancels, runners = self._state, self.generation, self._cancels, self._runners
+        switch_id = self._switch_id
+
+        def done(result: RunResult) -> None:
+            self._switching_to = None
+            if self._runners is not runners:   # a bundle opened meanwhile: the switch was tried on the old one
+                self.sigBackendChanged.emit(self._backend)
+                self.sigError.emit(f"the model changed while switching to {BACKEND_NAMES[backend]}: choose it again")
+                return
             self._backend = backend
+            self.sigBackendChanged.emit(backend)
+            if self._state == state and self.generation == generation:
+                self._show_result(state, result if state.text or state.ids else None)
+            else:
+                self.flush()
+
+        def failed(message: str) -> None:
+            self._switching_to = None
+            self.sigBackendChanged.emit(self._backend)
+            self.sigError.emit(f"could not switch to {BACKEND_NAMES[backend]}: {message} "
+                               f"(still using {BACKEND_NAMES[self._backend]})")
             self.flush()
+
+        self._submit(_Job(partial(switch_backend, runners, backend, state), done, failed,
+                          lambda: cancels != self._cancels or switch_id != self._switch_id))
 
     def open_bundle(self, path: str) -> None:
-        """Load another bundle off the UI thread; a bad one leaves the current bundle in place."""
-        backend = self._backend
+        """Load another bundle off the UI thread. It replaces the current one only after it has loaded and
+        run the sentence; any failure leaves the current bundle in place and usable."""
+        # Ids of the old vocabulary mean nothing to the new one: the new bundle reads the text.
+        backend, state, cancels = self._backend, SentenceState(self._state.text), self._cancels
 
-        def done(runners: Runners) -> None:
+        def done(opened: tuple[Runners, RunResult]) -> None:
+            runners, result = opened
+            if backend != self._backend:   # switched meanwhile: the new bundle was not tried on this backend
+                self.sigError.emit(f"could not open the bundle {path}: the backend changed while it loaded")
+                return
             self._runners = runners
             self._undo.clear()
-            if self._state.ids is not None:   # ids of the old vocabulary mean nothing to the new one
+            self._awaiting_ids.clear()
+            if self._state.ids is not None:   # appended while it loaded: still ids of the old vocabulary
                 self._state = SentenceState(self._state.text)
             self.sigBundleChanged.emit(runners.bundle)
-            self.flush()
+            if self._state == state:
+                self.generation += 1
+                self._show_result(state, result if state.text else None)
+            else:
+                self.flush()
 
-        self._submit(_Job(partial(open_bundle_runners, path, backend), done,
-                          lambda message: self.sigError.emit(f"could not open the bundle {path}: {message}")))
+        self._submit(_Job(partial(open_bundle_runners, path, backend, state), done,
+                          lambda message: self.sigError.emit(f"could not open the bundle {path}: {message}"),
+                          lambda: cancels != self._cancels))
 
     def write_files(self, folder, files: dict, on_done: Callable[[list], None] | None = None,
                     on_error: Callable[[str], None] | None = None) -> None:
@@ -323,8 +535,8 @@ class Controller(QObject):
             if on_done is not None:
                 on_done(paths)
 
-        self._submit(_Job(partial(write_files, folder, files), done, on_error or self._report_error,
-                          counts_as_busy=False))
+        self._submit(_Job(lambda checkpoint: write_files(folder, files), done, on_error or self._report_error,
+                          counts_as_busy=False, detachable=False))
 
     # ------------------------------------------------------------ panels
     def connect_panel(self, panel) -> None:
@@ -374,7 +586,8 @@ class Controller(QObject):
             answer(None)
             return
         run = partial(run_with_backend, self._runners, backend, state, **dict(interventions or {}))
-        self._submit(_Job(lambda: run().trace, answer, failed, stale, counts_as_busy=False), job_id=job_id)
+        self._submit(_Job(lambda checkpoint: run(checkpoint=checkpoint).trace, answer, failed, stale,
+                          counts_as_busy=False), job_id=job_id)
 
     def request_probe(self, panel) -> None:
         """Score every head on the bundle's fixed probe (core.head_roles.probe_roles); answer panel.set_probe."""
@@ -384,7 +597,7 @@ class Controller(QObject):
             if _alive(panel):
                 panel.set_probe(roles)
 
-        self._submit(_Job(lambda: probe_roles(runners.get(backend)), answer, self._report_error,
+        self._submit(_Job(lambda checkpoint: probe_roles(runners.get(backend)), answer, self._report_error,
                           lambda: runners is not self._runners, counts_as_busy=False))
 
     # ------------------------------------------------------------ the worker
@@ -392,7 +605,7 @@ class Controller(QObject):
         job_id = job_id if job_id is not None else next(self._job_ids)
         self._jobs[job_id] = job
         self._emit_busy()
-        self._sigSubmit.emit(job_id, job.fn, job.is_stale)
+        self._worker.submit(job_id, job)
 
     def _on_done(self, job_id: int, result: Any) -> None:
         job = self._jobs.pop(job_id, None)
@@ -417,12 +630,12 @@ class Controller(QObject):
         self.sigBusy.emit(self.busy())
 
     def shutdown(self) -> None:
-        """Stop the worker thread and wait for it (the job running now finishes first)."""
+        """Stop the worker: queued jobs are dropped, the running one stops at its next checkpoint (see
+        _Worker.stop for a stage that outlasts SHUTDOWN_WAIT_S). Returns without waiting on model work."""
         self._debounce.stop()
-        self.generation += 1          # whatever is still queued is stale: skip it
-        if self._thread.isRunning():
-            self._thread.quit()
-            self._thread.wait()
+        self.generation += 1
+        self._cancels += 1
+        self._worker.stop(SHUTDOWN_WAIT_S)
         self._jobs.clear()
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QLabel, QMainWindow,
-                               QMessageBox, QTextBrowser, QToolBar, QVBoxLayout, QWidget)
+                               QMessageBox, QTextBrowser, QToolBar, QToolButton, QVBoxLayout, QWidget)
 
 from core.bundle import Bundle
 from gui import export
@@ -81,12 +81,18 @@ class MainWindow(QMainWindow):
         self.notice.setStyleSheet("QLabel { background: #fff3c4; color: #5a4300; padding: 3px 6px;"
                                   " border: 1px solid #e8cf7a; border-radius: 3px; }")
         self.notice.hide()
+        self.text_note = QLabel()   # what the sentence bar did to the text it was given (the surrogate rule)
+        self.text_note.setObjectName("text_note")
+        self.text_note.setWordWrap(True)
+        self.text_note.setStyleSheet(self.notice.styleSheet())
+        self.text_note.hide()
         holder = QWidget()
         layout = QVBoxLayout(holder)
         layout.setContentsMargins(4, 2, 4, 2)
         layout.setSpacing(2)
         layout.addWidget(self.sentence_bar)
         layout.addWidget(self.notice)
+        layout.addWidget(self.text_note)
         bar = QToolBar("Sentence")
         bar.setObjectName("sentence_toolbar")
         bar.setMovable(False)
@@ -125,6 +131,12 @@ class MainWindow(QMainWindow):
         self.parity_label = QLabel()
         self.busy_label = QLabel("running…")
         self.busy_label.hide()
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Cancel")
+        self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
+        self.cancel_button.clicked.connect(self.controller.cancel)
+        self.cancel_button.hide()
+        status.addPermanentWidget(self.cancel_button)
         for label in (self.busy_label, self.tokens_label, self.backend_label, self.time_label, self.parity_label):
             label.setStyleSheet("QLabel { padding: 0 8px; }")
             status.addPermanentWidget(label)
@@ -157,6 +169,8 @@ class MainWindow(QMainWindow):
             action.triggered.connect(lambda _=False, n=name: self.set_backend(n))
             group.addAction(action)
             self.backend_actions[name] = action
+        model_menu.addSeparator()
+        self._action(model_menu, "&Cancel the running analysis", self.controller.cancel, QKeySequence("Esc"))
 
         help_menu = menus.addMenu("&Help")
         self._action(help_menu, "&About the model…", self.show_about)
@@ -176,7 +190,9 @@ class MainWindow(QMainWindow):
         c.sigSelectionChanged.connect(self._push_selection)
         c.sigNotice.connect(self._show_notice)
         c.sigError.connect(self.show_error)
-        c.sigBusy.connect(self.busy_label.setVisible)
+        c.sigBusy.connect(self._show_busy)
+        c.sigBackendChanged.connect(lambda name: self.backend_actions[name].setChecked(True))
+        self.sentence_bar.sigNote.connect(self._show_text_note)
         c.sigStatus.connect(self._show_status)
         c.sigHighlight.connect(self.sentence_bar.highlight)
         c.sigTextReplaced.connect(self.sentence_bar.set_text_silently)
@@ -305,6 +321,14 @@ class MainWindow(QMainWindow):
         self.parity_label.setVisible(parity is not None)
         if parity is not None:
             self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
+
+    def _show_busy(self, busy: bool) -> None:
+        self.busy_label.setVisible(busy)
+        self.cancel_button.setVisible(busy)
+
+    def _show_text_note(self, text: str) -> None:
+        self.text_note.setText(text)
+        self.text_note.setVisible(bool(text))
 
     def _show_notice(self, text: str) -> None:
         self.notice.setText(text)

@@ -95,7 +95,7 @@ def test_config_with_missing_key(bundle_dir):
     _expect(bundle_dir, "config.json", "rope_theta")
 
 
-def test_tokenizer_vocab_size_must_match_model(bundle_dir):
+def _drop_last_piece(bundle_dir):
     data = json.loads((bundle_dir / "tokenizer.json").read_text(encoding="utf-8"))
     vocab = data["model"]["vocab"]
     last_piece = max(vocab, key=vocab.get)
@@ -108,7 +108,22 @@ def test_tokenizer_vocab_size_must_match_model(bundle_dir):
         data["added_tokens"] = []
         del vocab[last_piece]
     (bundle_dir / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_tokenizer_larger_than_the_embedding_is_refused(bundle_dir):
+    data = json.loads((bundle_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    size = len(data["model"]["vocab"]) + len([t for t in data["added_tokens"] if t["content"] not in data["model"]["vocab"]])
+    data["added_tokens"].append({"id": size, "content": "<|extra|>", "single_word": False, "lstrip": False,
+                                 "rstrip": False, "normalized": False, "special": True})
+    (bundle_dir / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
     _expect(bundle_dir, "tokenizer.json", "vocab")
+
+
+def test_embedding_padded_past_the_tokenizer_loads(bundle_dir):
+    # Real checkpoints (Qwen2.5: 151,665 tokens, 151,936 rows) pad the embedding; the extra ids never occur.
+    _drop_last_piece(bundle_dir)
+    bundle = load_bundle(bundle_dir)
+    assert bundle.tokenizer.vocab_size == bundle.config.vocab_size - 1
 
 
 def test_tokenizer_that_is_not_json(bundle_dir):

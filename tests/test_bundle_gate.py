@@ -185,11 +185,21 @@ def test_json_nested_100k_deep_is_refused(folder, name):
     refused(folder, name, "nested too deeply")
 
 
-def test_full_context_too_large_for_memory_is_refused(folder):
+def test_a_context_too_large_for_memory_is_analysed_in_part():
     # Within every single bound, but one full-context run would hold 8192 x 8192 scores per head.
-    hostile.write_config(folder, max_position_embeddings=8192, num_attention_heads=128, num_key_value_heads=128,
+    from core.bundle import MAX_TRACE_BYTES, analysed_context, trace_bytes
+    from core.config import ModelConfig
+    config = ModelConfig(max_position_embeddings=8192, num_attention_heads=128, num_key_value_heads=128,
                          hidden_size=256, num_hidden_layers=8)
-    refused(folder, "config.json", "MiB")
+    context = analysed_context(config)
+    assert 16 <= context < 8192
+    assert trace_bytes(config, context) <= MAX_TRACE_BYTES < trace_bytes(config, context + 1)
+    assert analysed_context(ModelConfig()) == ModelConfig().max_position_embeddings  # the shipped size: all of it
+
+
+def test_a_model_too_large_to_analyse_sixteen_tokens_is_refused(folder, monkeypatch):
+    monkeypatch.setattr("core.bundle.MAX_TRACE_BYTES", 1 << 16)
+    refused(folder, "config.json", "16 tokens", "MiB")
 
 
 @pytest.mark.parametrize("key, value", [("rope_theta", 20000.0), ("rms_norm_eps", 1e-2)])

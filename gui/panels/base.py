@@ -85,12 +85,18 @@ class Panel(QWidget):
 
     def refresh(self) -> None:
         """Redraw from self.trace and self.selection: the empty state, or draw()."""
-        if self.trace is None:
+        reason = self.empty_text if self.trace is None else self.unavailable(self.trace)
+        if reason is not None:
+            self.empty.setText(reason)
             self._stack.setCurrentWidget(self.empty)
             self.clear()
             return
         self._stack.setCurrentIndex(1)
         self.draw()
+
+    def unavailable(self, trace: Trace) -> str | None:
+        """Why this panel has nothing to show for this trace (e.g. a dense model has no router), else None."""
+        return None
 
     def draw(self) -> None:
         """Draw self.trace (never None here) with self.selection."""

@@ -28,9 +28,9 @@ from gui.text_fit import elide
 WHATIF_TAG = "moe_whatif"
 CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
               "mistral-inference: top-k logits → softmax over the k; the same numbers.")
-SEED_CAPTION = ("The router is a trainable classifier (one linear layer) that gives every token a probability "
+ROUTER_EXPLANATION = ("The router is a trainable classifier (one linear layer) that gives every token a probability "
                 "for each expert; the top few experts are kept, each computes a new vector, and their outputs "
-                "are added by their weights. (Seed: 路由规则是一层分类网络，参与训练，输出一组专家概率，"
+                "are added by their weights. (中文：路由规则是一层分类网络，参与训练，输出一组专家概率，"
                 "选择最高的那几个专家；这些专家分别预测新的向量，按专家概率把它们加起来。)")
 CHOSEN_OUTER = QColor(0, 0, 0)            # chosen cells: a black-and-white double outline shows on any colour
 CHOSEN_INNER = QColor(255, 255, 255)
@@ -429,6 +429,10 @@ class FillScrollArea(QScrollArea):
         content.resize(width, height)
 
 
+DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP that every token goes through "
+              "(Llama, Mistral and Qwen are built this way), so there are no experts to show.")
+
+
 class MoePanel(Panel):
     title = "MoE routing"
     object_name = "moe"
@@ -436,10 +440,10 @@ class MoePanel(Panel):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        # One line on screen; the seed's full explanation (English and Chinese) on hover.
+        # One line on screen; the full explanation (English and Chinese) on hover.
         self.caption = QLabel("The router gives every token a probability per expert; the top-k experts run and "
-                              "their outputs are added by weight. <i>(hover: the seed's words)</i>", wordWrap=True)
-        self.caption.setToolTip(SEED_CAPTION)
+                              "their outputs are added by weight. <i>(hover for more, 中文)</i>", wordWrap=True)
+        self.caption.setToolTip(ROUTER_EXPLANATION)
         self.banner = QLabel(wordWrap=True)
         self.banner.setStyleSheet("background:#ffe8cc; color:#7a3b00; padding:3px;")
         self.layer_bar = QHBoxLayout()
@@ -492,6 +496,9 @@ class MoePanel(Panel):
         return page
 
     # ------------------------------------------------------------ drawing
+
+    def unavailable(self, trace) -> str | None:
+        return None if trace.config.is_moe else DENSE_TEXT
 
     def draw(self) -> None:
         trace = self.trace
@@ -614,7 +621,7 @@ class MoePanel(Panel):
     # ------------------------------------------------------------ export
 
     def figures(self) -> list[Figure]:
-        if self.trace is None:
+        if self.trace is None or not self.trace.config.is_moe:
             return []
         figures = [Figure("moe_router_probs", self.router, self.router_table),
                    Figure("moe_expert_load", self.load, self.load_table,

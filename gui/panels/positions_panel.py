@@ -277,7 +277,7 @@ class EmbedPlusPePage(_Page):
         self.labels: list[str] = []
         cmap = colormap(DIVERGING)
         self.plots, self.images, self.dim_ticks = [], [], []
-        for col, title in enumerate(["token embedding (trace.embed)", "embedding + PE"]):
+        for col, title in enumerate(["token embedding (this run)", "embedding + PE"]):
             plot = self.frame.add_plot(row=0, col=col, token_rows=col == 0)
             matrix_plot(plot, "dimension", "token" if col == 0 else "")
             plot.setTitle(title)
@@ -320,7 +320,7 @@ class EmbedPlusPePage(_Page):
             f"Each row is one token: its embedding row (looked up by token id) plus the sinusoid row of its "
             f"position, so the same token at two positions gives two different rows. Typical size (RMS): "
             f"embedding {rms_embed:.3g}, PE {rms_pe:.3g}. Same colour scale on both. "
-            f"(This model adds nothing here: its first block reads trace.embed alone.)")
+            f"(This model adds nothing here: its first block reads the token embedding alone.)")
 
     def table(self) -> str:
         corner = "token \\ embedding×√D + PE" if self.scale_box.isChecked() else "token \\ embedding + PE"
@@ -354,8 +354,8 @@ class RopePairsPage(_Page):
         self.arc = line(self.big, pen=pg.mkPen(AFTER_COLOUR, width=1.5, style=Qt.DotLine))
         self.before_arrow = line(self.big, pen=BEFORE_PEN, connect="pairs")
         self.after_arrow = line(self.big, pen=pg.mkPen(AFTER_COLOUR, width=3), connect="pairs")
-        self.legend.addItem(self.before_arrow, "q before RoPE (trace q)")
-        self.legend.addItem(self.after_arrow, "after, at position m (trace q_rot)")
+        self.legend.addItem(self.before_arrow, "q before RoPE (this run's query)")
+        self.legend.addItem(self.after_arrow, "after RoPE, at position m (the rotated query from this run)")
         self.legend.addItem(self.trail, "same q at the sentence's other positions")
         self.small = self.frame.add_plot(row=0, col=1)
         self.small.setAspectLocked(True)
@@ -408,7 +408,7 @@ class RopePairsPage(_Page):
             f"dimensions into {n_pairs} planes — pair i is dims (i, i + {trace.config.head_dim // 2}), the "
             f"rotate-half pairing this model uses — and turns pair i by m·θ<sub>i</sub>, "
             f"θ<sub>i</sub> = {trace.config.rope_theta:g}<sup>−2i/{trace.config.head_dim}</sup>. "
-            f"Grey: q before RoPE (trace q); blue: after (trace q_rot). Low pairs spin fast, high pairs slowly.")
+            f"Grey: this run's query before RoPE; blue: the rotated query the model used. Low pairs spin fast, high pairs slowly.")
 
     def _draw_selected_pair(self) -> None:
         pairs, trace = self.pairs, self.trace

@@ -1,4 +1,4 @@
-"""Step by step: the third seed's hand calculation of one attention head, on this run's numbers.
+"""Step by step: a hand calculation of one attention head, on this run's numbers.
 
 A vertical scroll of cards, one per stage (core.steps): title, formula, a compact numeric
 table of the selected rows and columns (3 significant digits; full precision on hover) and
@@ -582,7 +582,7 @@ class StepPanel(Panel):
                 f"key {calc.key} “{trace.label(calc.key)}”. {trace.n_tokens} tokens, D = {cfg.hidden_size}, "
                 f"Dh = {cfg.head_dim}. Every matrix is recomputed from the one before and the model's weights, "
                 f"as in the hand calculation; it matches the run to display precision{source}. "
-                "Unlike the seed's Transformer, this model adds no positions to X: it rotates q and k (RoPE) "
+                "Unlike the original Transformer (Vaswani et al., 2017), this model adds no positions to X: it rotates q and k (RoPE) "
                 "before the dot product. Yellow: the query's row; blue: the key's column; hover a number "
                 "for full precision, click one to select its tokens.")
 

@@ -1,0 +1,211 @@
+"""Turn a Hugging Face model folder (config.json, *.safetensors, tokenizer.json) into a Glassbox bundle.
+
+Supported: the architectures of core.config.FAMILY (Llama, Mistral, Mixtral, Qwen2, Qwen3) with
+float32/float16/bfloat16 safetensors weights. Everything else is refused with one line naming what
+was found; pytorch_model.bin is never opened (it is a pickle). The weights are checked against the
+config before anything is written, converted to float32 one tensor at a time, and go to
+model.onnx.data beside the graph when they are large, so both runners map them instead of copying.
+
+import_model() writes a bundle where it is told; cached_import() keeps one per source folder under
+~/.cache/glassbox/imports/<content hash>/ and reuses it (the GUI's File -> Import calls the same).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from core.bundle import CARD_FILE, MODEL_FILE, TOKENIZER_FILE, write_bundle
+from core.config import FAMILY, ModelConfig
+from core.model import weight_shapes
+from core.safetensors_io import open_checkpoint
+from core.tokenizer import BPETokenizer
+
+# Above this many float32 bytes the weights go to model.onnx.data: protobuf cannot hold more than
+# 2 GB, and well below that a mapped side file already saves the copies an inline graph costs.
+EXTERNAL_DATA_ABOVE = 256 * 2**20
+TOKENIZER_EXTRAS = ("tokenizer_config.json", "generation_config.json", "special_tokens_map.json")
+_UNSUPPORTED_WEIGHTS = {
+    "pytorch_model.bin": "pytorch_model.bin (a PyTorch pickle, which Glassbox never unpickles)",
+    "pytorch_model.bin.index.json": "sharded pytorch_model-*.bin files (PyTorch pickles, never unpickled)",
+    "tf_model.h5": "tf_model.h5 (TensorFlow weights)",
+    "flax_model.msgpack": "flax_model.msgpack (Flax weights)",
+}
+_SUPPORTED_TEXT = ("supported: config.json with one of " + ", ".join(FAMILY)
+                   + ", weights as model.safetensors or model.safetensors.index.json (float32/float16/bfloat16)")
+Progress = Callable[[str], None]
+
+
+class HFImportError(ValueError):
+    """A folder that cannot be imported; str() is one line for the user."""
+
+
+def is_hf_folder(folder: str | os.PathLike) -> bool:
+    """A Hugging Face model folder (config.json, no model.onnx), as opposed to a Glassbox bundle."""
+    folder = Path(folder)
+    return (folder / "config.json").is_file() and not (folder / MODEL_FILE).is_file()
+
+
+def load_tokenizer(folder: Path) -> BPETokenizer:
+    """The model's tokenizer from its tokenizer.json (the one place import reads a tokenizer)."""
+    return BPETokenizer.load(folder / TOKENIZER_FILE)
+
+
+def read_source_config(folder: Path) -> tuple[dict, ModelConfig]:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise HFImportError(f"{folder}: not a folder")
+    if not path.is_file():
+        raise HFImportError(f"{folder}: not a Hugging Face model folder (no config.json; {_SUPPORTED_TEXT})")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HFImportError(f"{path}: not readable JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise HFImportError(f"{path}: expected a JSON object")
+    try:
+        return data, ModelConfig.from_dict(data)
+    except ValueError as exc:
+        raise HFImportError(f"{folder}/{exc}") from None
+
+
+def _check_weight_files(folder: Path) -> None:
+    if (folder / "model.safetensors").is_file() or (folder / "model.safetensors.index.json").is_file():
+        return
+    found = [text for name, text in _UNSUPPORTED_WEIGHTS.items() if (folder / name).is_file()]
+    found += [f"{p.name} (GGUF, a quantised format)" for p in sorted(folder.glob("*.gguf"))[:1]]
+    what = found[0] if found else "no weights file"
+    raise HFImportError(f"{folder}: found {what}; {_SUPPORTED_TEXT}")
+
+
+def source_weights(folder: Path, config: ModelConfig) -> dict[str, np.ndarray]:
+    """The checkpoint's tensors under Glassbox's names (the same as HF's), shapes checked against the config."""
+    try:
+        tensors = open_checkpoint(folder)
+    except (ValueError, OSError) as exc:
+        raise HFImportError(f"{folder}/{exc}" if not isinstance(exc, OSError) else f"{folder}: {exc}") from None
+    wanted = weight_shapes(config)
+    # Tied checkpoints sometimes store lm_head anyway; old ones keep RoPE's inv_freq buffer. Neither is a weight.
+    ignorable = {"lm_head.weight"} if config.tie_word_embeddings else set()
+    extra = [n for n in tensors if n not in wanted and n not in ignorable and not n.endswith("rotary_emb.inv_freq")]
+    if extra:
+        raise HFImportError(f"{folder}: the checkpoint holds {extra[0]}, which {config.architecture} with this "
+                           f"config.json does not have ({len(extra)} unexpected tensor(s))")
+    for name, shape in wanted.items():
+        if name not in tensors:
+            raise HFImportError(f"{folder}: the checkpoint lacks {name}")
+        if tuple(tensors[name].shape) != shape:
+            raise HFImportError(f"{folder}: {name} has shape {tuple(tensors[name].shape)}, config.json says {shape}")
+    return {name: tensors[name] for name in wanted}
+
+
+def model_card(data: dict, config: ModelConfig, folder: Path, dtypes: set[str]) -> str:
+    name = data.get("_name_or_path") or folder.name
+    params = sum(int(np.prod(s)) for s in weight_shapes(config).values())
+    options = [label for label, on in (("mixture of experts", config.is_moe), ("dense SwiGLU MLP", not config.is_moe),
+                                       ("q/k/v biases", config.qkv_bias), ("o_proj bias", config.o_bias),
+                                       ("per-head q/k RMSNorm", config.qk_norm),
+                                       ("tied embeddings", config.tie_word_embeddings),
+                                       (f"RoPE scaling {config.rope_scaling_dict.get('rope_type')}", bool(config.rope_scaling)),
+                                       (f"sliding window {config.sliding_window}", bool(config.sliding_window)),
+                                       ("grouped-query attention", config.num_key_value_heads < config.num_attention_heads))
+               if on]
+    return (f"# {name}\n\nImported from a Hugging Face model folder by `glassbox import`.\n\n"
+            f"- Source architecture: {config.architecture} (model_type {config.model_type})\n"
+            f"- Original model: {name} (folder {folder.name})\n"
+            f"- {params:,} parameters, {config.num_hidden_layers} layers, d {config.hidden_size}, "
+            f"{config.num_attention_heads} query / {config.num_key_value_heads} key-value heads of {config.head_dim}, "
+            f"vocabulary {config.vocab_size}\n"
+            f"- {', '.join(options)}\n"
+            f"- Weights stored as {', '.join(sorted(dtypes))} in the source, float32 here\n\n"
+            "## Licence\n\nThe weights and tokenizer are the original model's, under the original model's "
+            "licence; read it where you downloaded the model. Glassbox only converted the file format.\n")
+
+
+def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Progress | None = None) -> Path:
+    """Check a Hugging Face folder and write it as a bundle in `out`; raise HFImportError with one line."""
+    folder, out = Path(folder), Path(out)
+    say = progress or (lambda _line: None)
+    data, config = read_source_config(folder)
+    _check_weight_files(folder)
+    if not (folder / TOKENIZER_FILE).is_file():
+        raise HFImportError(f"{folder}: tokenizer.json missing (supported: a Hugging Face tokenizer.json)")
+    weights = source_weights(folder, config)
+    try:
+        tokenizer = load_tokenizer(folder)
+    except (ValueError, OSError) as exc:
+        raise HFImportError(f"{folder / TOKENIZER_FILE}: {exc}") from None
+    if tokenizer.vocab_size > config.vocab_size:
+        raise HFImportError(f"{folder / TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, but the model's "
+                           f"embedding has only vocab_size {config.vocab_size} rows")
+    nbytes = 4 * sum(int(np.prod(a.shape)) for a in weights.values())
+    say(f"writing {nbytes / 2**20:.0f} MB of float32 weights to {out}")
+    card = model_card(data, config, folder, {str(a.dtype) for a in weights.values()})
+    write_bundle(out, config, weights, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE)
+    # The source's tokenizer files verbatim: exactly what the model shipped with.
+    for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS:
+        if (folder / name).is_file():
+            shutil.copyfile(folder / name, out / name)
+    return out
+
+
+def content_hash(folder: Path) -> str:
+    """SHA-256 over the names and bytes of every file an import reads (config, weights, tokenizer)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and _read_by_import(p.name)):
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                digest.update(chunk)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def _read_by_import(name: str) -> bool:
+    return name in ("config.json", TOKENIZER_FILE, "model.safetensors.index.json") + TOKENIZER_EXTRAS \
+        or name.endswith(".safetensors")
+
+
+def default_cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "glassbox" / "imports"
+
+
+def cached_import(folder: str | os.PathLike, cache_root: str | os.PathLike | None = None,
+                  progress: Progress | None = None) -> Path:
+    """The bundle for a Hugging Face folder, imported into the cache the first time, reused after."""
+    folder = Path(folder)
+    read_source_config(folder)  # fail fast, before hashing gigabytes
+    _check_weight_files(folder)
+    root = Path(cache_root) if cache_root is not None else default_cache_root()
+    target = root / content_hash(folder)[:24]
+    if (target / CARD_FILE).is_file():  # staging is renamed into place only once complete
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".importing-", dir=root))
+    try:
+        import_model(folder, staging, progress)
+        if target.exists():  # another import of the same folder finished first
+            shutil.rmtree(staging)
+        else:
+            staging.replace(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def resolve_model(model: str | None, import_to_cache: bool, progress: Progress | None = None) -> str | None:
+    """What a --model argument names: a bundle as is, a Hugging Face folder imported when asked."""
+    if model is None or not is_hf_folder(model):
+        return model
+    if not import_to_cache:
+        raise HFImportError(f"{model}: a Hugging Face model folder, not a bundle; import it with "
+                           f"`glassbox import {model} --out BUNDLE` or add --import-to-cache")
+    return str(cached_import(model, progress=progress))
