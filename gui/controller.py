@@ -111,6 +111,22 @@ def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
     return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace), numpy_trace)
 
 
+class _StoppableRunner:
+    """A runner that stops at the job's checkpoint before each run: the head-roles probe is several runs."""
+
+    def __init__(self, runner: Runner, checkpoint: Checkpoint) -> None:
+        self.runner, self.checkpoint, self.bundle = runner, checkpoint, runner.bundle
+
+    def run(self, ids, **interventions) -> Trace:
+        self.checkpoint()
+        return self.runner.run(ids, **interventions)
+
+
+def probe_scores(runners: Runners, backend: str, *, checkpoint: Checkpoint = no_checkpoint):
+    """Every head's role scores on the bundle's fixed probe (core.head_roles.probe_roles), stoppable."""
+    return probe_roles(_StoppableRunner(runners.get(backend), checkpoint))
+
+
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
                  checkpoint: Checkpoint = no_checkpoint) -> list[int]:
     """Append n sampled tokens, never past the model's context; stoppable between tokens."""
@@ -597,7 +613,7 @@ class Controller(QObject):
             if _alive(panel):
                 panel.set_probe(roles)
 
-        self._submit(_Job(lambda checkpoint: probe_roles(runners.get(backend)), answer, self._report_error,
+        self._submit(_Job(partial(probe_scores, runners, backend), answer, self._report_error,
                           lambda: runners is not self._runners, counts_as_busy=False))
 
     # ------------------------------------------------------------ the worker
