@@ -12,4 +12,8 @@ def panel_classes() -> list[type]:
     from gui.panels.positions_panel import PositionsPanel; classes.append(PositionsPanel)  # noqa: E702
     from gui.panels.moe_panel import MoePanel; classes.append(MoePanel)  # noqa: E702
     from gui.panels.step_panel import StepPanel; classes.append(StepPanel)  # noqa: E702
+    from gui.panels.head_roles_panel import HeadRolesPanel; classes.append(HeadRolesPanel)  # noqa: E702
+    from gui.panels.logit_lens_panel import LogitLensPanel; classes.append(LogitLensPanel)  # noqa: E702
+    from gui.panels.attribution_panel import AttributionPanel; classes.append(AttributionPanel)  # noqa: E702
+    from gui.panels.parity_panel import ParityPanel; classes.append(ParityPanel)  # noqa: E702
     return classes
