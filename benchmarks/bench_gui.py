@@ -11,6 +11,7 @@ MAX the model's context):
   rss_mb           resident memory after the update runs
   matplotlib_grid_ms  the layer x head grid of labelled heatmaps drawn with matplotlib (Agg)
   grid_speedup     matplotlib_grid_ms / Glassbox's grid update (new trace -> grid repainted)
+  patch_sweep_ms   residual + head activation-patching sweeps on a 16-token pair (ONNX, one thread)
 Offscreen (QT_QPA_PLATFORM=offscreen) unless a display is set; window 1600 x 1000.
 """
 from __future__ import annotations
@@ -221,12 +222,17 @@ def run(repeats: int = 7) -> dict:
     _offscreen()
     _quiet_qt_warnings()
     from core import bench
+    from core.patching import bench_patch_sweep
+    from core.runners import OnnxRunner
     from gui.fonts import FONT_FILE
 
     with tempfile.TemporaryDirectory() as folder:
         app, controller, window = _window(str(Path(folder) / "bench.ini"))
         log = PaintLog(app)
         result: dict = dict(bench.forward_ms(controller.bundle, repeats))
+        # residual + head sweeps of a 16-token pair, one ORT thread (the 2-thread pool fights the UI)
+        sweep = bench_patch_sweep(OnnxRunner(controller.bundle, threads=1), 16, repeats)
+        result["patch_sweep_ms"] = {"16": sweep["patch_sweep_ms.16"]}
         result["update_ms"], traces = update_ms(app, controller, window, log, repeats)
         result["rss_mb"] = bench.resident_mb()
         glassbox_grid = grid_ms(app, window, traces, repeats)

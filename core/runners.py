@@ -72,6 +72,16 @@ def _check_ids(config: ModelConfig, ids, context: int) -> np.ndarray:
     return ids
 
 
+def assemble_trace(runner: "Runner", ids: np.ndarray, outputs: dict[str, np.ndarray], iv: Interventions,
+                   elapsed: float, wanted: list[str] | None, logits_from: int) -> Trace:
+    """A run's outputs as a validated Trace: the graph is data from a file, so its outputs are checked
+    like any input before a panel sees them (and the reference is held to the same contract)."""
+    return Trace.from_outputs(runner.bundle.config, ids, outputs, head_mask=iv.head_mask,
+                              expert_override=iv.expert_override, interventions=iv, backend=runner.name,
+                              elapsed_s=elapsed, weights=runner.bundle.weights,
+                              fields=None if wanted is None else frozenset(wanted), logits_from=logits_from).validate()
+
+
 class NumpyRunner:
     name = "numpy"
 
@@ -94,10 +104,7 @@ class NumpyRunner:
             outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS if name in layer})
         if wanted is not None:
             outputs = {name: outputs[name] for name in wanted}
-        return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
-                                  fields=None if wanted is None else frozenset(wanted),
-                                  logits_from=logits_from).validate()
+        return assemble_trace(self, ids, outputs, iv, elapsed, wanted, logits_from)
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without assembling a Trace."""
@@ -150,11 +157,7 @@ class OnnxRunner:
         outputs = {name: value[0] for name, value in zip(names, values)}  # drop the batch axis
         if "logits" in outputs and "logits_from" not in self._inputs:
             outputs["logits"] = outputs["logits"][logits_from:]
-        # The graph is data from a file: its outputs are checked like any input before a panel sees them.
-        return Trace.from_outputs(cfg, ids, outputs, head_mask=iv.head_mask, expert_override=iv.expert_override,
-                                  interventions=iv, backend=self.name, elapsed_s=elapsed, weights=self.bundle.weights,
-                                  fields=None if wanted is None else frozenset(wanted),
-                                  logits_from=logits_from).validate()
+        return assemble_trace(self, ids, outputs, iv, elapsed, wanted, logits_from)
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""

@@ -249,7 +249,7 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
         by_keys("qk", "Q·Kᵀ", "Q_rot · K_rotᵀ   [T × Dh]·[Dh × T]",
                 "Every query's dot product with every key, future keys included (the mask comes later)", qk),
         by_keys("scaled", "÷ √Dh", f"S = Q_rot · K_rotᵀ / √{dh} = … / {np.sqrt(dh):.4g}",
-                f"Dividing by √Dh keeps the scores' spread independent of the head size (the original Transformer divides by √d_k too).",
+                "Dividing by √Dh keeps the scores' spread independent of the head size (the original Transformer divides by √d_k too).",
                 scaled),
         by_keys("masked", "+ causal mask", "S + M,   M[i, j] = −∞ where key j comes after query i",
                 "A token may only look at itself and earlier tokens: future keys get −∞, i.e. weight 0 after softmax.",

@@ -28,6 +28,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from core.bundle import Bundle, load_bundle
 from core.experiment_runs import AblatedRunner, ablations_only, with_ablations
 from core.interventions import Interventions
+from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
@@ -61,6 +62,7 @@ class SentenceState:
 class RunResult:
     trace: Trace
     parity: float | None = None   # largest ONNX <-> NumPy difference when the backend is "both"
+    reference: Trace | None = None   # the NumPy trace of the same ids when the backend is "both"
 
 
 class Runners:
@@ -108,7 +110,23 @@ def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
     if backend != "both":
         return RunResult(once(backend))
     onnx_trace, numpy_trace = once("onnx"), once("numpy")
-    return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace))
+    return RunResult(onnx_trace, max_difference(onnx_trace, numpy_trace), numpy_trace)
+
+
+class _StoppableRunner:
+    """A runner that stops at the job's checkpoint before each run: the head-roles probe is several runs."""
+
+    def __init__(self, runner: Runner, checkpoint: Checkpoint) -> None:
+        self.runner, self.checkpoint, self.bundle = runner, checkpoint, runner.bundle
+
+    def run(self, ids, **interventions) -> Trace:
+        self.checkpoint()
+        return self.runner.run(ids, **interventions)
+
+
+def probe_scores(runners: Runners, backend: str, *, checkpoint: Checkpoint = no_checkpoint):
+    """Every head's role scores on the bundle's fixed probe (core.head_roles.probe_roles), stoppable."""
+    return probe_roles(_StoppableRunner(runners.get(backend), checkpoint))
 
 
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
@@ -248,6 +266,7 @@ class Controller(QObject):
     sigBundleChanged = Signal(object)     # Bundle
     sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job
+    sigReferenceTrace = Signal(object)    # the NumPy Trace behind the parity badge (None), before sigTraceChanged
 
     def __init__(self, bundle: Bundle, backend: str = "onnx", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -435,11 +454,13 @@ class Controller(QObject):
 
     def _show_result(self, state: SentenceState, result: RunResult | None) -> None:
         self._shown = state
-        self._show(result.trace if result else None, result.parity if result else None)
+        self._show(result.trace if result else None, result.parity if result else None,
+                   result.reference if result else None)
         self._apply_awaiting()
 
-    def _show(self, trace: Trace | None, parity: float | None) -> None:
+    def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
         previous, self.trace, self.parity = self.trace, trace, parity
+        self.sigReferenceTrace.emit(reference)
         if trace is not None:
             if previous is not None and previous.text != trace.text:   # a new sentence: look at its last token
                 self.selection = self.selection.updated(query=None, key=None)
@@ -560,6 +581,10 @@ class Controller(QObject):
         panel.sigSetInterventions.connect(self.set_interventions)
         panel.sigShowPatched.connect(self.show_patched)
         panel.sigRunExperiment.connect(self.run_experiment)
+        if hasattr(panel, "set_reference_trace"):   # the parity panel compares both backends' traces
+            self.sigReferenceTrace.connect(panel.set_reference_trace)
+        if hasattr(panel, "sigRequestProbe"):       # the head-roles panel's probe runs the model
+            panel.sigRequestProbe.connect(partial(self.request_probe, panel))
 
     def select(self, changes: dict) -> None:
         known = {k: v for k, v in changes.items() if k in ("layer", "head", "query", "key")}
@@ -620,11 +645,23 @@ class Controller(QObject):
         """job.fn(runner) on the worker, the runner adding the ablations in force; job.on_done / on_error here."""
         runners, ablations = self._runners, ablations_only(self.interventions)
         name = "onnx" if self._backend == "both" else self._backend
+
         def run(checkpoint):
             job.checkpoint = checkpoint   # closing the window stops a long sweep at its next run
             return job.fn(AblatedRunner(runners.get(name), ablations))
 
         self._submit(_Job(run, job.on_done, job.on_error, counts_as_busy=False))
+
+    def request_probe(self, panel) -> None:
+        """Score every head on the bundle's fixed probe (core.head_roles.probe_roles); answer panel.set_probe."""
+        runners, backend = self._runners, "onnx" if self._backend == "both" else self._backend
+
+        def answer(roles) -> None:
+            if _alive(panel):
+                panel.set_probe(roles)
+
+        self._submit(_Job(partial(probe_scores, runners, backend), answer, self._report_error,
+                          lambda: runners is not self._runners, counts_as_busy=False))
 
     # ------------------------------------------------------------ the worker
     def _submit(self, job: _Job, job_id: int | None = None) -> None:

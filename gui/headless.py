@@ -96,7 +96,9 @@ def _in_range(option: str, value: int | None, count: int, what: str) -> None:
 class FigureHost:
     """Every registered panel, built once in offscreen windows, reused for every trace."""
 
-    def __init__(self, theme: str = "light") -> None:
+    def __init__(self, theme: str = "light", runner=None) -> None:
+        """runner: answers the panels' requests for model runs (the head-roles probe), as the controller does."""
+        from core.head_roles import probe_roles
         from gui.app import application
         from gui.panels.registry import panel_classes
 
@@ -107,6 +109,8 @@ class FigureHost:
         self.panels = []
         for cls in classes:
             panel = cls()
+            if runner is not None and hasattr(panel, "sigRequestProbe"):
+                panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
             panel.resize(*PANEL_SIZE)
             panel.show()
             self.panels.append(panel)
@@ -202,9 +206,10 @@ def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
 
     request = request or ExportRequest.parse(formats, width=width)
     ensure_offscreen()
-    trace = analyse(_load_runner(model, backend), text)
+    runner = _load_runner(model, backend)
+    trace = analyse(runner, text)
     check_export_folder(out)   # fail before the slow part, not after it
-    host = FigureHost(request.theme)
+    host = FigureHost(request.theme, runner)
     try:
         files = _files_for(host, trace, request)
         with staged_export(out) as staged:
@@ -275,7 +280,7 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
     started = time.perf_counter()
     result = BatchResult(Path(out), skipped_blank=_count_lines(texts) - len(lines))
     rows = [("line", "folder", "tokens", "files", "text")]
-    host = FigureHost(request.theme)
+    host = FigureHost(request.theme, runner)
     try:
         with staged_export(out) as staged:
             for done, (number, text) in enumerate(lines, start=1):

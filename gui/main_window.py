@@ -22,7 +22,7 @@ from gui.sentence_bar import SentenceBar
 
 ORGANISATION = "Glassbox"
 APPLICATION = "Glassbox"
-STATE_VERSION = 1   # bump when the default dock set changes so old layouts are not restored onto it
+STATE_VERSION = 2   # bump when the default dock set changes so old layouts are not restored onto it
 
 Area = Qt.DockWidgetArea
 # object_name -> (dock area, the dock to share a tab group with); panels not listed go right.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -123,3 +124,19 @@ def hover(widget, pos) -> None:
     event = QMouseEvent(QEvent.Type.MouseMove, local, QPointF(widget.mapToGlobal(local)),
                         Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(widget, event)
+
+
+# Qt and pyqtgraph objects can be torn down in an order that crashes the interpreter at exit (SIGSEGV)
+# after every test has passed and the summary is printed — pyqtgraph's own pg.exit() exists for this.
+# Leave with pytest's own exit status instead, so a run is judged by its tests alone.
+def pytest_sessionfinish(session, exitstatus) -> None:
+    session.config.glassbox_exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    status = getattr(config, "glassbox_exit_status", None)
+    if status is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

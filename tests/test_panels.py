@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from PySide6.QtGui import QImage
 
+from core.runners import OnnxRunner
+from core.session import analyse
 from gui import export
 from gui.panels.base import Panel
 from gui.panels.registry import panel_classes
@@ -24,6 +26,13 @@ PANELS = panel_classes()
 @pytest.fixture(scope="module")
 def traces(analysed):
     return {name: analysed(text) for name, text in SENTENCES.items()}
+
+
+@pytest.fixture(scope="module")
+def onnx_traces(bundle):
+    """The other backend's run, for panels that compare the two (as the controller gives them with "both")."""
+    runner = OnnxRunner(bundle)
+    return {name: analyse(runner, text) for name, text in SENTENCES.items()}
 
 
 def image_pixels(png: bytes) -> tuple[QImage, np.ndarray]:
@@ -47,9 +56,11 @@ def test_every_panel_has_a_unique_stable_object_name():
 
 @pytest.mark.parametrize("language", SENTENCES)
 @pytest.mark.parametrize("panel_class", PANELS, ids=lambda cls: cls.object_name)
-def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, language, traces):
+def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, language, traces, onnx_traces):
     panel: Panel = show(panel_class())
     trace = traces[language]
+    if hasattr(panel, "set_reference_trace"):
+        panel.set_reference_trace(onnx_traces[language])
 
     panel.set_trace(trace)
     assert panel.trace is trace

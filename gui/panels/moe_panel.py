@@ -359,7 +359,7 @@ class WhatIfView(QGroupBox):
         self.plots.hide()
 
     def show_result(self, result: WhatIfResult) -> None:
-        request, before, after = result.request, result.request.before, result.after
+        request, before = result.request, result.request.before
         position = request.position
         self.changes = next_token_changes(result)
         y = np.arange(len(self.changes), dtype=float)

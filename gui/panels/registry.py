@@ -15,4 +15,8 @@ def panel_classes() -> list[type]:
     from gui.panels.interventions_panel import InterventionsPanel; classes.append(InterventionsPanel)  # noqa: E702
     from gui.panels.patching_panel import PatchingPanel; classes.append(PatchingPanel)  # noqa: E702
     from gui.panels.occlusion_panel import OcclusionPanel; classes.append(OcclusionPanel)  # noqa: E702
+    from gui.panels.head_roles_panel import HeadRolesPanel; classes.append(HeadRolesPanel)  # noqa: E702
+    from gui.panels.logit_lens_panel import LogitLensPanel; classes.append(LogitLensPanel)  # noqa: E702
+    from gui.panels.attribution_panel import AttributionPanel; classes.append(AttributionPanel)  # noqa: E702
+    from gui.panels.parity_panel import ParityPanel; classes.append(ParityPanel)  # noqa: E702
     return classes

@@ -1,0 +1,195 @@
+"""Direct logit attribution: which component wrote the target token's logit at the selected position.
+
+core.attribution splits the logit into the embedding's, each head's (through its slice of W_O) and
+each chosen expert's (times its routing weight) contribution, with the position's final-RMSNorm
+scale held fixed so the parts add up to the logit. The bars are sorted, largest first; clicking a
+head's bar selects that head everywhere. The target defaults to the model's top token; a second
+token turns the bars into contributions to the difference of the two logits.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from core.attribution import HELD_FIXED, Attribution, direct_logit_attribution
+from core.raw_export import csv_text
+from core.readouts import default_target
+from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.figure_frame import figure_frame
+from gui.fonts import ui_font
+from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
+from gui.token_axis import TokenAxis
+
+NO_TOKEN = -1                       # the spin boxes' "top token" / "no second token"
+KIND_COLOURS = {"embed": QColor("#8c8c8c"), "head": QColor("#2c5f8a"), "expert": QColor("#e07b20")}
+SELECTED_EDGE = QColor(214, 39, 40)
+BAR_HEIGHT = 0.75
+LEGEND = ("<span style='color:#8c8c8c'>■</span> token embedding &nbsp; "
+          "<span style='color:#2c5f8a'>■</span> attention head (through its slice of W_O) &nbsp; "
+          "<span style='color:#e07b20'>■</span> expert (times its routing weight) &nbsp; "
+          "<span style='color:#d62728'>□</span> the selected head")
+
+
+def part_kind(name: str) -> tuple[str, int | None, int | None]:
+    """'embed' -> ('embed', None, None); 'L1.H2' -> ('head', 1, 2); 'L0.E3' -> ('expert', 0, 3)."""
+    if name == "embed":
+        return "embed", None, None
+    layer, part = name.split(".")
+    return ("head" if part[0] == "H" else "expert"), int(layer[1:]), int(part[1:])
+
+
+def bar_label(name: str, value: float) -> str:
+    """'L1.H2  +0.50'; an expert the router did not choose here contributes nothing and says so."""
+    if part_kind(name)[0] == "expert" and value == 0.0:
+        return f"{name}  not routed"
+    return f"{name}  {value:+.2f}"
+
+
+class AttributionPanel(Panel):
+    title = "Logit attribution"
+    object_name = "attribution"
+    empty_text = "Type a sentence to see which heads and experts wrote the predicted token's logit."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.attribution: Attribution | None = None
+        self.bars: list[tuple[str, float]] = []   # (part, contribution), top row first
+        self.set_content(self._build())
+        self.refresh()
+
+    # ---------------------------------------------------------------- building (once)
+    def _build(self) -> QWidget:
+        self.target_box = _token_box("top token", "The token whose logit is split into parts")
+        self.versus_box = _token_box("none", "Optional: a second token; the bars then split the difference "
+                                             "target logit − this token's logit")
+        controls = QHBoxLayout()
+        for text, box in (("Target token id:", self.target_box), ("minus token id:", self.versus_box)):
+            controls.addWidget(QLabel(text))
+            controls.addWidget(box)
+        controls.addStretch(1)
+
+        self.header = QLabel()
+        self.header.setFont(ui_font(bold=True))
+        self.header.setWordWrap(True)
+        self.axis = TokenAxis("left", offset=0.0)
+        self.chart = pg.PlotWidget(axisItems={"left": self.axis})
+        plot = self.chart.getPlotItem()
+        plot.invertY(True)   # the largest contribution on top
+        plot.setMouseEnabled(x=False, y=False)
+        plot.hideButtons()
+        plot.setLabel("bottom", "contribution to the logit")
+        plot.addItem(pg.InfiniteLine(pos=0, angle=90, pen=pg.mkPen("k", width=1)))
+        self.bar_item = pg.BarGraphItem(x0=[], y=[], width=[], height=BAR_HEIGHT)
+        plot.addItem(self.bar_item)
+        self.chart.scene().sigMouseClicked.connect(self._on_chart_clicked)
+        self.legend = QLabel(LEGEND)
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
+        self.legend.setWordWrap(True)
+        self.held_fixed = QLabel(HELD_FIXED)
+        self.held_fixed.setWordWrap(True)
+        self.figure_box = figure_frame(self.header, self.chart, self.legend, self.held_fixed, stretch=1)
+
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(controls)
+        layout.addWidget(self.figure_box, 1)
+        self.target_box.valueChanged.connect(self.refresh)
+        self.versus_box.valueChanged.connect(self.refresh)
+        return page
+
+    # ---------------------------------------------------------------- drawing
+    def clear(self) -> None:
+        self.attribution, self.bars = None, []
+
+    def draw(self) -> None:
+        trace = self.trace
+        with qt_signals_blocked(self.target_box, self.versus_box):
+            for box in (self.target_box, self.versus_box):
+                box.setMaximum(trace.config.vocab_size - 1)
+        position = self.selection.query_index(trace.n_tokens)
+        target = self.target_box.value()
+        target = default_target(trace, position) if target == NO_TOKEN else target
+        versus = None if self.versus_box.value() == NO_TOKEN else self.versus_box.value()
+        self.attribution = direct_logit_attribution(trace, position, target, versus)
+        self.bars = self.attribution.sorted()
+        self.header.setText(self._header_text())
+        self._draw_bars()
+
+    def _header_text(self) -> str:
+        a, trace = self.attribution, self.trace
+        what = f"the logit of “{trace.vocab_label(a.target)}” (id {a.target})"
+        if a.versus is not None:
+            what = f"{what} minus that of “{trace.vocab_label(a.versus)}” (id {a.versus})"
+        return (f"After “{trace.label(a.position)}” (position {a.position}): {what} = {a.logit:.3f}, "
+                f"the sum of the {len(self.bars)} bars ({float(np.sum(a.values)):.3f}).")
+
+    def _draw_bars(self) -> None:
+        values = np.array([v for _, v in self.bars])
+        rows = np.arange(len(self.bars), dtype=float)
+        kinds = [part_kind(name) for name, _ in self.bars]
+        chosen = ("head", self.selection.layer, self.selection.head)
+        self.bar_item.setOpts(x0=np.minimum(values, 0.0), y=rows, width=np.abs(values), height=BAR_HEIGHT,
+                              brushes=[KIND_COLOURS[kind[0]] for kind in kinds],
+                              pens=[pg.mkPen(SELECTED_EDGE, width=2.5) if kind == chosen else pg.mkPen(None)
+                                    for kind in kinds])
+        self.axis.set_labels([bar_label(name, value) for name, value in self.bars], columns=None)
+        low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
+        pad = 0.04 * max(high - low, 1e-9)
+        self.chart.getPlotItem().setRange(xRange=(low - pad, high + pad), yRange=(-0.5, len(rows) - 0.5),
+                                          padding=0)
+
+    # ---------------------------------------------------------------- user input
+    def bar_at(self, scene_pos) -> str | None:
+        """The part whose row is under a scene point (anywhere across the plot, labels included)."""
+        plot = self.chart.getPlotItem()
+        if not self.bars or not plot.sceneBoundingRect().contains(scene_pos):
+            return None
+        row = int(np.floor(plot.vb.mapSceneToView(scene_pos).y() + 0.5))
+        return self.bars[row][0] if 0 <= row < len(self.bars) else None
+
+    def _on_chart_clicked(self, event) -> None:
+        name = self.bar_at(event.scenePos()) if event.button() == Qt.MouseButton.LeftButton else None
+        if name is None:
+            return
+        kind, layer, index = part_kind(name)
+        if kind == "head":
+            self.sigSelect.emit({"layer": layer, "head": index})
+        elif kind == "expert":
+            self.sigSelect.emit({"layer": layer})
+
+    # ---------------------------------------------------------------- export
+    def figures(self) -> list[Figure]:
+        if self.attribution is None:
+            return []
+        return [Figure("attribution_bars", self.figure_box, table=self.bars_csv,
+                       extra_tables={"attribution_total": self.total_csv})]
+
+    def bars_csv(self) -> str:
+        """One row per part, as drawn (largest first): part, kind, layer, index, contribution."""
+        rows: list[tuple] = [("rank", "part", "kind", "layer", "index", "contribution")]
+        for rank, (name, value) in enumerate(self.bars, start=1):
+            kind, layer, index = part_kind(name)
+            rows.append((rank, name, kind, "" if layer is None else layer, "" if index is None else index,
+                         repr(value)))
+        return csv_text(rows)
+
+    def total_csv(self) -> str:
+        """What the bars add up to: the position, the tokens, the model's logit and the sum of the parts."""
+        a = self.attribution
+        return csv_text([("position", "target_id", "versus_id", "logit", "sum_of_parts"),
+                         (a.position, a.target, "" if a.versus is None else a.versus, repr(a.logit),
+                          repr(float(np.sum(a.values))))])
+
+
+def _token_box(special: str, tip: str) -> QSpinBox:
+    box = QSpinBox()
+    box.setRange(NO_TOKEN, 0)
+    box.setSpecialValueText(special)
+    box.setValue(NO_TOKEN)
+    box.setToolTip(tip)
+    return box

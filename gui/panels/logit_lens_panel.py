@@ -1,0 +1,241 @@
+"""Logit lens: where in the model the next-token prediction forms.
+
+core.logit_lens applies the final RMSNorm and the LM head to the residual stream at every stage
+(the embedding, then after each layer's attention and after each whole layer). The heatmap has a
+row per stage and a column per position: the colour is the probability of that stage's top token,
+the label is the token. For the selected position the table lists each stage's top 5 and the rank
+and probability of a target token (default: the model's own top token), and the line under it
+names the stage from which the target stays on top.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF
+from PySide6.QtGui import QColor, QPainterPath
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
+                               QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from core.logit_lens import TOP_K, LogitLens, logit_lens, stage_label
+from core.raw_export import csv_text
+from core.readouts import default_target
+from core.trace import Trace
+from gui import plotting
+from gui.fonts import ui_font
+from gui.figure_frame import figure_frame, scrolling, show_every_row
+from gui.heatmap import CellText, Heatmap
+from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
+from gui.text_fit import elide
+
+TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
+CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
+MARK_COLOUR = QColor(214, 39, 40)
+
+
+def format_probability(p: float) -> str:
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
+class TokenCellText(CellText):
+    """The heatmap's cell painter writing a token (elided to fit) instead of a number in each cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: list[list[str]] = []       # [R][C]
+
+    def set_labels(self, labels: list[list[str]], values: np.ndarray) -> None:  # values [R, C] pick the text colour
+        self.labels = [[elide(text, CELL_COLUMNS) for text in row] for row in labels]
+        self.set_matrix(values, np.ones(values.shape, dtype=bool))
+
+    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
+        rows = range(len(self.labels)) if rows is None else rows
+        return {(r, c): self.labels[r][c] for r in rows for c in range(len(self.labels[r]))}
+
+
+class LogitLensPanel(Panel):
+    title = "Logit lens"
+    object_name = "logit_lens"
+    empty_text = "Type a sentence to see, stage by stage, what the model would predict if it stopped there."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.lens: LogitLens | None = None
+        self._lens_trace: Trace | None = None
+        self.position = 0
+        self.target = 0
+        self.set_content(self._build())
+        self.refresh()
+
+    # ---------------------------------------------------------------- building (once)
+    def _build(self) -> QWidget:
+        self.heatmap_title = QLabel(
+            "Logit lens: the final RMSNorm and LM head applied to the residual stream after every stage. "
+            "Colour: probability of that stage's top token; label: the token. Click a column to select "
+            "that position.")
+        self.heatmap_title.setWordWrap(True)
+        self.view = pg.GraphicsLayoutWidget()
+        self.view.setMinimumHeight(300)
+        self.heatmap = Heatmap("position (the token read) →", "stage ↓")
+        self.heatmap.setMouseEnabled(x=False, y=False)
+        self.view.addItem(self.heatmap)
+        self.view.addItem(pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
+                                          width=14, label="probability of the top token"))
+        self.cell_labels = TokenCellText()
+        self.heatmap.addItem(self.cell_labels)
+        self.position_mark = self.heatmap.add_outline(MARK_COLOUR, 2.5)
+        self.heatmap.sigCellClicked.connect(lambda stage, position: self.sigSelect.emit({"query": position}))
+        self.heatmap.sigCellHovered.connect(self._on_cell_hovered)
+        self.heatmap_box = figure_frame(self.heatmap_title, self.view, stretch=1)
+
+        self.target_box = QSpinBox()
+        self.target_box.setRange(TOP_TOKEN, 0)
+        self.target_box.setSpecialValueText("top token")
+        self.target_box.setValue(TOP_TOKEN)
+        self.target_box.setToolTip("The token id whose rank and probability are followed across the stages")
+        self.target_box.valueChanged.connect(self.refresh)
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Target token id:"))
+        controls.addWidget(self.target_box)
+        controls.addStretch(1)
+
+        self.position_title = QLabel()
+        self.position_title.setFont(ui_font(bold=True))
+        self.position_title.setWordWrap(True)
+        self.table = QTableWidget()
+        columns = ["stage", *(f"top {i + 1}" for i in range(TOP_K)), "target rank", "target probability"]
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(columns)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setToolTip("Click a token of the top 5 to follow it as the target")
+        self.table.cellClicked.connect(self._on_table_clicked)
+        self.formation = QLabel()
+        self.formation.setWordWrap(True)
+        self.position_box = figure_frame(self.position_title, self.table, self.formation, stretch=1)
+
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.heatmap_box, 1)
+        layout.addLayout(controls)
+        layout.addWidget(self.position_box)
+        return scrolling(page)
+
+    # ---------------------------------------------------------------- drawing
+    def clear(self) -> None:
+        self.lens, self._lens_trace = None, None
+
+    def draw(self) -> None:
+        trace = self.trace
+        if self._lens_trace is not trace:
+            self.lens, self._lens_trace = logit_lens(trace), trace
+            self._draw_heatmap()
+        self.position = self.selection.query_index(trace.n_tokens)
+        with qt_signals_blocked(self.target_box):
+            self.target_box.setMaximum(trace.config.vocab_size - 1)
+        chosen = self.target_box.value()
+        self.target = default_target(trace, self.position) if chosen == TOP_TOKEN else chosen
+        self.position_mark.setPath(_column_path(self.position, len(self.lens.stage_names)))
+        self._draw_position()
+
+    def _draw_heatmap(self) -> None:
+        top_ids = self.lens.probs.argmax(axis=-1)                 # [S, T]
+        top_probs = self.lens.probs.max(axis=-1)                  # [S, T]
+        self.heatmap.set_rgba(plotting.masked_rgba(top_probs, (0.0, 1.0), plotting.colormap()))
+        self.heatmap.set_row_labels([stage_label(name) for name in self.lens.stage_names], columns=None)
+        self.heatmap.set_col_labels(self.trace.labels())
+        self.cell_labels.set_labels([[self.trace.vocab_label(int(i)) for i in row] for row in top_ids], top_probs)
+
+    def _draw_position(self) -> None:
+        trace, lens, position, target = self.trace, self.lens, self.position, self.target
+        ids, probs = lens.top_k(position)
+        ranks, target_probs = lens.target_ranks(position, target)
+        self.position_title.setText(
+            f"After “{trace.label(position)}” (position {position}): the top {TOP_K} of every stage, and "
+            f"the target “{trace.vocab_label(target)}” (id {target})")
+        self.table.setRowCount(len(lens.stage_names))
+        for s, name in enumerate(lens.stage_names):
+            cells = [stage_label(name)]
+            cells += [f"{trace.vocab_label(int(i))}  {format_probability(float(p))}" for i, p in zip(ids[s], probs[s])]
+            cells += [str(int(ranks[s])), format_probability(float(target_probs[s]))]
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if 1 <= column <= TOP_K and int(ids[s, column - 1]) == target:
+                    item.setBackground(QColor("#fff1b8"))   # the target among the top 5
+                self.table.setItem(s, column, item)
+        show_every_row(self.table)
+        self.formation.setText(self._formation_text())
+
+    def _formation_text(self) -> str:
+        stage = self.lens.formation_stage(self.position, self.target)
+        token = f"“{self.trace.vocab_label(self.target)}”"
+        if stage is None:
+            return f"{token} is not the model's top token here, so it never forms as the prediction."
+        if stage == 0:
+            return f"{token} is the top token from the embedding on: no layer changes the winner."
+        return (f"{token} becomes the top token at “{stage_label(self.lens.stage_names[stage])}” "
+                f"and stays on top to the end: that is where the prediction forms.")
+
+    # ---------------------------------------------------------------- user input
+    def cell_text(self, stage: int, position: int) -> str:
+        """What a cell stands for, in words (its label may be elided or, in small cells, not drawn)."""
+        p = self.lens.probs[stage, position]
+        top = int(p.argmax())
+        return (f"{stage_label(self.lens.stage_names[stage])}, after “{self.trace.label(position)}” "
+                f"(position {position}): top token “{self.trace.vocab_label(top)}” {format_probability(float(p[top]))}")
+
+    def _on_table_clicked(self, stage: int, column: int) -> None:
+        """A top-5 token becomes the target (the spin box redraws)."""
+        if self.lens is not None and 1 <= column <= TOP_K:
+            ids, _ = self.lens.top_k(self.position)
+            self.target_box.setValue(int(ids[stage, column - 1]))
+
+    def _on_cell_hovered(self, cell) -> None:
+        self.view.setToolTip("" if cell is None or self.lens is None else self.cell_text(*cell))
+
+    # ---------------------------------------------------------------- export
+    def figures(self) -> list[Figure]:
+        if self.lens is None:
+            return []
+        return [Figure("logit_lens_heatmap", self.heatmap_box, table=self.heatmap_csv),
+                Figure("logit_lens_position", self.position_box, table=self.position_csv,
+                       extra_tables={"logit_lens_target": self.target_csv})]
+
+    def heatmap_csv(self) -> str:
+        """stage, position, the piece read there, that stage's top token and its probability."""
+        rows: list[tuple] = [("stage", "position", "piece", "top_id", "top_piece", "probability")]
+        top_ids = self.lens.probs.argmax(axis=-1)
+        for s, name in enumerate(self.lens.stage_names):
+            for t in range(self.trace.n_tokens):
+                i = int(top_ids[s, t])
+                rows.append((name, t, self.trace.label(t), i, self.trace.vocab_label(i),
+                             repr(float(self.lens.probs[s, t, i]))))
+        return csv_text(rows)
+
+    def position_csv(self) -> str:
+        """The top 5 of every stage at the selected position."""
+        rows: list[tuple] = [("position", "stage", "rank", "token_id", "piece", "probability")]
+        ids, probs = self.lens.top_k(self.position)
+        for s, name in enumerate(self.lens.stage_names):
+            for k in range(ids.shape[1]):
+                rows.append((self.position, name, k + 1, int(ids[s, k]), self.trace.vocab_label(int(ids[s, k])),
+                             repr(float(probs[s, k]))))
+        return csv_text(rows)
+
+    def target_csv(self) -> str:
+        """The target token's rank and probability at every stage, at the selected position."""
+        rows: list[tuple] = [("position", "stage", "token_id", "piece", "rank", "probability")]
+        ranks, probs = self.lens.target_ranks(self.position, self.target)
+        for s, name in enumerate(self.lens.stage_names):
+            rows.append((self.position, name, self.target, self.trace.vocab_label(self.target), int(ranks[s]),
+                         repr(float(probs[s]))))
+        return csv_text(rows)
+
+
+def _column_path(column: int, rows: int) -> QPainterPath:
+    path = QPainterPath()
+    path.addRect(QRectF(column, 0, 1, rows))
+    return path
+

@@ -1,0 +1,268 @@
+"""Parity: the evidence that the pictures are the model's real computation.
+
+With Model → Both backends the controller runs the sentence through ONNX Runtime and the NumPy
+reference and hands this panel the NumPy trace (set_reference_trace) before the ONNX one
+(set_trace). core.parity_report compares them field by field: the table has a row per Trace
+field and a column per layer, each cell the field's largest |ONNX − NumPy|, coloured by how close
+its worst cell comes to the tolerance; the line under it locates the worst cell of all. Clicking a
+cell shows that field's differences as a heatmap (one head of the selected ones for [H, T, ·] fields).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QAbstractItemView, QAbstractScrollArea, QHeaderView, QLabel, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from core.parity_report import (ParityRow, axis_names, difference_array, first_routing_difference,
+                                parity_report, tolerance)
+from core.raw_export import csv_text
+from core.trace import LAYER_FIELDS, Trace
+from gui import plotting
+from gui.fonts import ui_font
+from gui.figure_frame import figure_frame, scrolling, show_every_row
+from gui.heatmap import Heatmap, cells_path
+from gui.panels.base import Figure, Panel
+
+NEED_BOTH = ("Parity compares the ONNX Runtime run with the NumPy reference run of the same sentence, so it "
+             "needs both: pick Model → Both backends (ONNX ↔ NumPy parity).")
+MODEL_FIELDS_ROWS = ("embed", "final_norm", "logits")   # one value each, not per layer
+RATIO_FLOOR = 1e-4          # ratios below this are all "far inside" (white)
+WITHIN, OUTSIDE = QColor("#f2b134"), QColor("#d62728")
+MARK_COLOUR = QColor(214, 39, 40)
+DIFF_FLOOR = 1e-12          # |Δ| = 0 is drawn at this level of the log scale
+
+
+def ratio_colour(ratio: float) -> QColor:
+    """White far inside the tolerance, amber at it (log scale), red outside."""
+    if ratio > 1.0:
+        return OUTSIDE
+    t = 0.0 if ratio <= RATIO_FLOOR else (np.log10(ratio) - np.log10(RATIO_FLOOR)) / -np.log10(RATIO_FLOOR)
+    return QColor(*(round(255 + (c - 255) * t) for c in WITHIN.getRgb()[:3]))
+
+
+def row_tooltip(row: ParityRow) -> str:
+    tol = tolerance(row.field)
+    return (f"{row.field}: largest |ONNX − NumPy| {row.max_abs:.3g}\n"
+            f"worst against its tolerance at {row.location()}: |Δ| {row.worst_diff:.3g} of "
+            f"{row.worst_tolerance:.3g} allowed ({row.ratio:.2g}×)\n"
+            f"NumPy {row.numpy_value:.9g}, ONNX {row.onnx_value:.9g}\n"
+            f"tolerance (core.parity_report): {tol.atol:g} + {tol.rtol:g} × the field's largest |value|")
+
+
+class ParityPanel(Panel):
+    title = "Parity"
+    object_name = "parity"
+    empty_text = "Type a sentence to compare ONNX Runtime with the NumPy reference, field by field."
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.reference: Trace | None = None          # the other backend's trace of the same sentence
+        self.rows: list[ParityRow] = []
+        self._report_of: tuple | None = None         # (trace, reference) the rows were computed from
+        self.field: str | None = None                # the field whose differences the heatmap shows
+        self._drawn_diff: tuple | None = None        # (report, field, head) the heatmap shows
+        self.set_content(self._build())
+        self.refresh()
+
+    # ---------------------------------------------------------------- building (once)
+    def _build(self) -> QWidget:
+        self.need_both = QLabel(NEED_BOTH)
+        self.need_both.setObjectName("need_both")
+        self.need_both.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.need_both.setWordWrap(True)
+
+        self.summary = QLabel()
+        self.summary.setFont(ui_font(bold=True))
+        self.summary.setWordWrap(True)
+        self.table = QTableWidget()
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setSizeAdjustPolicy(QAbstractScrollArea.SizeAdjustPolicy.AdjustToContents)
+        self.table.cellClicked.connect(self._on_cell_clicked)
+        self.worst = QLabel()
+        self.worst.setWordWrap(True)
+        legend = QLabel(f"Each cell: the field's largest |ONNX − NumPy|. Colour: its worst cell's difference "
+                        f"against the tolerance — white far inside (below {RATIO_FLOOR:g}×), "
+                        f"<span style='color:{WITHIN.name()}'>■</span> at it, "
+                        f"<span style='color:{OUTSIDE.name()}'>■</span> outside. Click a cell for its heatmap.")
+        legend.setTextFormat(Qt.TextFormat.RichText)
+        legend.setWordWrap(True)
+        self.fields_box = figure_frame(self.summary, self.table, self.worst, legend)
+
+        self.diff_title = QLabel()
+        self.diff_title.setWordWrap(True)
+        self.diff_view = pg.GraphicsLayoutWidget()
+        self.diff_view.setMinimumHeight(320)
+        self.diff_map = Heatmap("", "token ↓")
+        self.diff_map.setMouseEnabled(x=False, y=False)
+        self.diff_view.addItem(self.diff_map)
+        self.diff_bar = pg.ColorBarItem(values=(-12.0, 0.0), colorMap=plotting.colormap(), interactive=False,
+                                        width=14, label="log10 |ONNX − NumPy|")
+        self.diff_view.addItem(self.diff_bar)
+        self.worst_mark = self.diff_map.add_outline(MARK_COLOUR, 2.5)
+        self.diff_map.sigCellClicked.connect(lambda row, col: self.sigSelect.emit({"query": row}))
+        self.diff_box = figure_frame(self.diff_title, self.diff_view, stretch=1)
+
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.need_both, 1)
+        layout.addWidget(self.fields_box)
+        layout.addWidget(self.diff_box, 1)
+        return scrolling(page)
+
+    # ---------------------------------------------------------------- the other backend's trace
+    def set_reference_trace(self, reference: Trace | None) -> None:
+        """The NumPy trace of a "both" run (None otherwise); it comes just before set_trace, which redraws."""
+        self.reference = reference
+
+    def traces_by_backend(self) -> tuple[Trace, Trace] | None:
+        """(numpy_trace, onnx_trace) when the panel holds one of each, of the same ids; else None."""
+        if self.trace is None or self.reference is None:
+            return None
+        pair = {t.backend: t for t in (self.trace, self.reference)}
+        if set(pair) != {"numpy", "onnx"} or not np.array_equal(self.trace.input_ids, self.reference.input_ids):
+            return None
+        return pair["numpy"], pair["onnx"]
+
+    # ---------------------------------------------------------------- drawing
+    def clear(self) -> None:
+        self.rows, self._report_of, self.field, self._drawn_diff = [], None, None, None
+
+    def draw(self) -> None:
+        pair = self.traces_by_backend()
+        self.need_both.setVisible(pair is None)
+        for box in (self.fields_box, self.diff_box):
+            box.setVisible(pair is not None)
+        if pair is None:
+            self.clear()
+            return
+        if self._report_of is None or any(a is not b for a, b in zip(self._report_of, pair)):
+            self.rows, self._report_of = parity_report(*pair), pair
+            self.field = max(self.rows, key=lambda row: row.ratio).field
+            self._fill_table()
+        self._mark_field()
+        self._draw_diff()
+
+    def _mark_field(self) -> None:
+        """The field the heatmap shows in bold."""
+        for r in range(self.table.rowCount()):
+            for c in range(1, self.table.columnCount()):
+                item = self.table.item(r, c)
+                if item is not None:
+                    font = item.font()
+                    font.setBold(item.data(Qt.ItemDataRole.UserRole) == self.field)
+                    item.setFont(font)
+
+    def _fill_table(self) -> None:
+        layers = self.trace.num_layers
+        names = [MODEL_FIELDS_ROWS[0], *(name for name, _, _ in LAYER_FIELDS), *MODEL_FIELDS_ROWS[1:]]
+        self.table.clear()
+        self.table.setColumnCount(1 + layers)
+        self.table.setHorizontalHeaderLabels(["field", *(f"layer {l}" for l in range(layers))])
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        self.table.setRowCount(len(names))
+        for r, name in enumerate(names):
+            self.table.setItem(r, 0, QTableWidgetItem(name))
+            if name in MODEL_FIELDS_ROWS:
+                self.table.setSpan(r, 1, 1, layers)
+        for row in self.rows:
+            r = names.index(row.field.split(".")[-1])
+            item = QTableWidgetItem(f"{row.max_abs:.1e}")
+            item.setData(Qt.ItemDataRole.UserRole, row.field)
+            item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
+            item.setBackground(ratio_colour(row.ratio))
+            item.setForeground(QColor("white" if row.ratio > 1 else "black"))
+            item.setToolTip(row_tooltip(row))
+            self.table.setItem(r, 1 + (row.layer or 0), item)
+        show_every_row(self.table)
+        self.summary.setText(self._summary_text())
+        self.worst.setText(self._worst_text())
+
+    def _summary_text(self) -> str:
+        failing = [row for row in self.rows if not row.ok]
+        worst = max(row.max_abs for row in self.rows)
+        verdict = (f"all {len(self.rows)} fields within tolerance" if not failing
+                   else f"{len(failing)} of {len(self.rows)} fields outside their tolerance")
+        return f"ONNX Runtime ↔ NumPy reference on {self.trace.n_tokens} tokens: {verdict}; largest |Δ| {worst:.2e}."
+
+    def _worst_text(self) -> str:
+        row = max(self.rows, key=lambda r: r.ratio)
+        text = (f"Closest to its tolerance: {row.field} at {row.location()} — NumPy {row.numpy_value:.7g}, "
+                f"ONNX {row.onnx_value:.7g}, |Δ| {row.worst_diff:.2e} of {row.worst_tolerance:.2e} allowed.")
+        routing = first_routing_difference(*self._report_of)
+        if routing is not None:
+            text += (f" The backends route token {routing[1]} to different experts in layer {routing[0]} "
+                     "(a near tie): later fields at that token differ for that reason, not from rounding.")
+        return text
+
+    def _draw_diff(self) -> None:
+        axes = axis_names(self.field)
+        head = self.selection.head if axes[0] == "head" else None
+        drawn = (self._report_of, self.field, head)
+        if self._drawn_diff is not None and self._drawn_diff[0] is drawn[0] and self._drawn_diff[1:] == drawn[1:]:
+            return   # a selection change that does not touch this picture (the logits are 256 x V cells)
+        self._drawn_diff = drawn
+        diff = difference_array(*self._report_of, self.field)
+        shown, where = diff, ""
+        if axes[0] == "head":   # [H, T, ·]: the selected head's slice
+            shown, where = diff[self.selection.head], f", head {self.selection.head}"
+        matrix = shown.reshape(shown.shape[0], -1)            # [T, X]
+        logs = np.log10(np.maximum(np.nan_to_num(matrix, posinf=1.0), DIFF_FLOOR))
+        levels = (float(np.floor(logs.min())), float(max(np.ceil(logs.max()), np.floor(logs.min()) + 1)))
+        masked = np.triu(np.ones(matrix.shape, dtype=bool), k=1) if axes[-1] == "key" else None  # causal mask
+        self.diff_map.set_rgba(plotting.masked_rgba(logs, levels, plotting.colormap(), masked))
+        self.diff_bar.setLevels(levels)
+        self.diff_map.set_row_labels(self.trace.labels())
+        self.diff_map.setLabel("bottom", f"{axes[-1]} →")
+        self.diff_map.set_col_labels(self.trace.labels() if axes[-1] == "key" else
+                                     [str(i) for i in range(matrix.shape[1])])
+        worst = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
+        self.worst_mark.setPath(cells_path([(int(worst[0]), int(worst[1]))]))
+        self.diff_title.setText(f"|ONNX − NumPy| of {self.field}{where}: rows are tokens, columns the "
+                                f"{axes[-1]}; the outlined cell is this picture's largest difference "
+                                f"({matrix[worst]:.2e}).")
+
+    # ---------------------------------------------------------------- user input
+    def _on_cell_clicked(self, row: int, column: int) -> None:
+        item = self.table.item(row, column)
+        field = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+        if field:
+            self.field = field
+            layer = int(field.split(".")[1]) if field.startswith("layers.") else None
+            if layer is not None and layer != self.selection.layer:
+                self.sigSelect.emit({"layer": layer})   # the selection comes back and redraws
+            else:
+                self._mark_field()
+                self._draw_diff()
+
+    # ---------------------------------------------------------------- export
+    def figures(self) -> list[Figure]:
+        if not self.rows:
+            return []
+        return [Figure("parity_fields", self.fields_box, table=self.fields_csv),
+                Figure("parity_diff", self.diff_box, table=self.diff_csv)]
+
+    def fields_csv(self) -> str:
+        """One row per field and layer: the largest difference, the worst cell against the tolerance."""
+        rows: list[tuple] = [("field", "layer", "max_abs_diff", "worst_ratio", "ok", "worst_cell", "worst_diff",
+                              "worst_tolerance", "numpy_value", "onnx_value")]
+        for row in self.rows:
+            rows.append((row.field, "" if row.layer is None else row.layer, repr(row.max_abs), repr(row.ratio),
+                         "true" if row.ok else "false", row.location(), repr(row.worst_diff),
+                         repr(row.worst_tolerance), repr(row.numpy_value), repr(row.onnx_value)))
+        return csv_text(rows)
+
+    def diff_csv(self) -> str:
+        """Every |ONNX − NumPy| of the selected field, one row per cell with its indices named."""
+        diff = difference_array(*self._report_of, self.field)
+        axes = axis_names(self.field)
+        rows: list[tuple] = [("field", *axes, "abs_diff")]
+        for index in np.ndindex(diff.shape):
+            rows.append((self.field, *index, repr(float(diff[index]))))
+        return csv_text(rows)
+
