@@ -40,6 +40,7 @@ from core.trace import LAYER_FIELDS, MODEL_FIELDS, output_names
 
 MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"
 REQUIRED_FILES = (MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE)
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # beside tokenizer.json in imported bundles
 DATA_FILE = "model.onnx.data"  # weights beside the graph (imported models; past protobuf's 2 GB)
 DEFAULT_BUNDLE = Path(__file__).resolve().parent.parent / "resources" / "model"
 
@@ -373,6 +374,20 @@ def tokenizer_bytes_limit(config: ModelConfig) -> int:
     return (1 << 20) + 1024 * config.vocab_size
 
 
+def _tokenizer_config(root: Path) -> dict | None:
+    """An imported model's tokenizer_config.json, if the bundle has one: it says whether BOS/EOS are added."""
+    if not ((root / TOKENIZER_CONFIG_FILE).exists() or (root / TOKENIZER_CONFIG_FILE).is_symlink()):
+        return None
+    source = bundle_file(root, TOKENIZER_CONFIG_FILE, max_bytes=MAX_CARD_BYTES)
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise BundleError(f"{root / TOKENIZER_CONFIG_FILE}: not readable JSON ({first_line(exc)})") from None
+    if not isinstance(data, dict):
+        raise BundleError(f"{root / TOKENIZER_CONFIG_FILE}: expected a JSON object")
+    return data
+
+
 def _load_tokenizer(root: Path, config: ModelConfig) -> BPETokenizer:
     source = bundle_file(root, TOKENIZER_FILE, max_bytes=tokenizer_bytes_limit(config))
     path = root / TOKENIZER_FILE
@@ -386,7 +401,7 @@ def _load_tokenizer(root: Path, config: ModelConfig) -> BPETokenizer:
     if isinstance(added, list) and any(isinstance(t, dict) and t.get("content") == "" for t in added):
         raise BundleError(f"{path}: a special token is the empty string")
     try:
-        tokenizer = BPETokenizer.from_json(data)
+        tokenizer = BPETokenizer.from_json(data, _tokenizer_config(root))
     except ValueError as exc:
         raise BundleError(f"{path}: {exc}") from None
     if tokenizer.vocab_size > config.vocab_size:  # fewer is fine: real checkpoints pad the embedding

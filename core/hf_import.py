@@ -25,7 +25,7 @@ from core.bundle import CARD_FILE, MODEL_FILE, TOKENIZER_FILE, write_bundle
 from core.config import FAMILY, ModelConfig
 from core.model import weight_shapes
 from core.safetensors_io import open_checkpoint
-from core.tokenizer import BPETokenizer
+from core.tokenizer import BPETokenizer, load_tokenizer as load_hf_tokenizer
 
 # Above this many float32 bytes the weights go to model.onnx.data: protobuf cannot hold more than
 # 2 GB, and well below that a mapped side file already saves the copies an inline graph costs.
@@ -54,7 +54,7 @@ def is_hf_folder(folder: str | os.PathLike) -> bool:
 
 def load_tokenizer(folder: Path) -> BPETokenizer:
     """The model's tokenizer from its tokenizer.json (the one place import reads a tokenizer)."""
-    return BPETokenizer.load(folder / TOKENIZER_FILE)
+    return load_hf_tokenizer(folder)  # tokenizer.json with the tokenizer_config.json beside it
 
 
 def read_source_config(folder: Path) -> tuple[dict, ModelConfig]:

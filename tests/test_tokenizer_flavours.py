@@ -328,3 +328,21 @@ def test_text_past_the_context_is_cut_to_fit_with_every_flavour(make):
         kept = len(text) - prepared.truncated_chars
         assert 0 < len(prepared.tokenization.ids) <= limit
         assert len(tokenizer.encode(text[: kept + 1])) > limit  # the longest prefix that fits
+
+
+def test_a_bundle_reads_the_tokenizer_config_beside_its_tokenizer(tmp_path):
+    from core.bundle import BundleError, load_bundle
+    from core.random_bundle import make_random_bundle
+
+    tokenizer = BPETokenizer.from_json(json.loads(llama3().to_str()))
+    folder = make_random_bundle(tmp_path / "b", tokenizer=tokenizer)
+    with_bos = load_bundle(folder).tokenizer.encode("hello")
+    assert with_bos[0] == tokenizer.bos_id
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "LlamaTokenizerFast", "add_bos_token": False}), encoding="utf-8")
+    assert load_bundle(folder).tokenizer.encode("hello") == with_bos[1:]
+    (folder / "tokenizer_config.json").unlink()
+    (folder / "tokenizer_config.json").symlink_to(tmp_path / "elsewhere.json")
+    (tmp_path / "elsewhere.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(BundleError, match="outside the bundle"):
+        load_bundle(folder)
