@@ -207,9 +207,6 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("folder")
     imp.add_argument("--out", required=True, help="bundle folder to write")
     imp.set_defaults(func=cmd_import)
-    for command in (parser, trace, exp):
-        command.add_argument("--import-to-cache", action="store_true",
-                             help="--model may be a Hugging Face folder: import it once into ~/.cache/glassbox")
     from core.readouts import add_readouts_command
     add_readouts_command(sub)
     add_experiment_commands(sub)
@@ -217,7 +214,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
     bench.add_argument("--repeats", type=int, default=7, help="runs per median")
     bench.set_defaults(func=cmd_bench)
+    add_import_to_cache(parser, sub)
     return parser
+
+
+def add_import_to_cache(parser: argparse.ArgumentParser, sub) -> None:
+    """--import-to-cache wherever --model is taken: on the app and on every subcommand that reads a model."""
+    help_text = "--model may be a Hugging Face folder: import it once into ~/.cache/glassbox"
+    parser.add_argument("--import-to-cache", action="store_true", help=help_text)
+    for command in sub.choices.values():
+        if "--model" in command._option_string_actions:
+            # SUPPRESS: a flag given before the subcommand is not reset by the subcommand's default
+            command.add_argument("--import-to-cache", action="store_true", default=argparse.SUPPRESS, help=help_text)
 
 
 # What a user can cause: bad input, files, bundles (ValueError covers BundleError and ExportError),
@@ -247,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "model", None):
             from core.hf_import import resolve_model
 
-            args.model = resolve_model(args.model, args.import_to_cache)
+            args.model = resolve_model(args.model, getattr(args, "import_to_cache", False))
         return args.func(args)
     except KeyboardInterrupt:
         return 130

@@ -214,3 +214,15 @@ def test_cli_model_flag_imports_into_the_cache(tmp_path, small_tokenizer):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "t1" / "trace.npz").is_file()
     assert len(list((tmp_path / "xdg" / "glassbox" / "imports").iterdir())) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["readouts", "--text", "x", "--out", "o", "--model", "m", "--import-to-cache"],
+    ["patch", "--clean", "a", "--corrupt", "b", "--out", "o", "--model", "m", "--import-to-cache"],
+    ["occlude", "--text", "x", "--out", "o", "--model", "m", "--import-to-cache"],
+    ["--import-to-cache", "trace", "--text", "x", "--out", "o", "--model", "m"],  # before the subcommand
+])
+def test_every_command_that_takes_a_model_takes_import_to_cache(argv):
+    import main
+
+    assert main.build_parser().parse_args(argv).import_to_cache is True
