@@ -54,14 +54,15 @@ def pair_dims(head_dim: int) -> np.ndarray:  # -> [Dh/2, 2]
     return np.stack([np.arange(half), np.arange(half) + half], axis=1)
 
 
-def pair_frequencies(head_dim: int, theta: float) -> np.ndarray:  # -> [Dh/2] radians per position
-    # The model's own float32 θ_i, widened so products m·θ_i carry no extra rounding.
-    return rope_inv_freq(head_dim, theta).astype(np.float64)
+def pair_frequencies(head_dim: int, theta: float, scaling: tuple = ()) -> np.ndarray:  # -> [Dh/2] radians per position
+    # The model's own float32 θ_i (after its RoPE scaling, if any), widened so m·θ_i carries no extra rounding.
+    return rope_inv_freq(head_dim, theta, scaling).astype(np.float64)
 
 
-def pair_angles(positions: np.ndarray, head_dim: int, theta: float) -> np.ndarray:  # [N] -> [N, Dh/2]
+def pair_angles(positions: np.ndarray, head_dim: int, theta: float,
+                scaling: tuple = ()) -> np.ndarray:  # [N] -> [N, Dh/2]
     """m·θ_i, unwrapped (radians; may be many turns)."""
-    return np.asarray(positions, np.float64)[:, None] * pair_frequencies(head_dim, theta)[None, :]
+    return np.asarray(positions, np.float64)[:, None] * pair_frequencies(head_dim, theta, scaling)[None, :]
 
 
 def wrap_angle(angle: np.ndarray) -> np.ndarray:
@@ -109,10 +110,10 @@ def split_pairs(vector: np.ndarray) -> np.ndarray:  # [Dh] -> [P, 2]
 
 def query_pairs(trace: Trace, layer: int, head: int, position: int) -> RopePairs:
     lt = trace.layers[layer]
-    head_dim, theta = trace.config.head_dim, trace.config.rope_theta
+    head_dim, theta, scaling = trace.config.head_dim, trace.config.rope_theta, trace.config.rope_scaling
     return RopePairs(position=position, dims=pair_dims(head_dim),
-                     frequency=pair_frequencies(head_dim, theta),
-                     angle=pair_angles(np.array([position]), head_dim, theta)[0],
+                     frequency=pair_frequencies(head_dim, theta, scaling),
+                     angle=pair_angles(np.array([position]), head_dim, theta, scaling)[0],
                      before=split_pairs(lt.q[head, position]), after=split_pairs(lt.q_rot[head, position]))
 
 
@@ -126,11 +127,11 @@ def pair_trail(pairs: RopePairs, positions: np.ndarray, pair: int) -> np.ndarray
 # ---------------------------------------------------------------- RoPE: the relative-position property
 
 def rotated_dot(q: np.ndarray, k: np.ndarray, query_pos: np.ndarray, key_pos: np.ndarray,
-                theta: float) -> np.ndarray:  # [Dh], [Dh], [N], [N] -> [N]
+                theta: float, scaling: tuple = ()) -> np.ndarray:  # [Dh], [Dh], [N], [N] -> [N]
     """RoPE(q, m)·RoPE(k, n) for each (m, n): the unscaled attention score at those positions."""
     head_dim = q.shape[-1]
-    q_at = rotate(np.broadcast_to(q, (len(query_pos), head_dim)), pair_angles(query_pos, head_dim, theta))
-    k_at = rotate(np.broadcast_to(k, (len(key_pos), head_dim)), pair_angles(key_pos, head_dim, theta))
+    q_at = rotate(np.broadcast_to(q, (len(query_pos), head_dim)), pair_angles(query_pos, head_dim, theta, scaling))
+    k_at = rotate(np.broadcast_to(k, (len(key_pos), head_dim)), pair_angles(key_pos, head_dim, theta, scaling))
     return np.einsum("nd,nd->n", q_at, k_at)
 
 
@@ -163,6 +164,7 @@ class RelativeDemo:
 def relative_demo(trace: Trace, layer: int, head: int, query_pos: int, key_pos: int) -> RelativeDemo:
     lt = trace.layers[layer]
     theta, context = trace.config.rope_theta, trace.config.max_position_embeddings
+    scaling = trace.config.rope_scaling
     q, k = lt.q[head, query_pos], lt.k[head, key_pos]   # [Dh] each, before RoPE
     shifts = np.arange(-key_pos, context - query_pos)   # keeps 0 <= n+s and m+s < context (n <= m)
     distances = np.arange(context)
@@ -171,7 +173,7 @@ def relative_demo(trace: Trace, layer: int, head: int, query_pos: int, key_pos: 
         query_pos=query_pos, key_pos=key_pos, context=context,
         runner_dot=float(np.dot(lt.q_rot[head, query_pos].astype(np.float64), lt.k_rot[head, key_pos])),
         shifts=shifts,
-        dot_shift_both=rotated_dot(q, k, query_pos + shifts, key_pos + shifts, theta),
-        dot_shift_query=rotated_dot(q, k, query_pos + shifts, np.full_like(shifts, key_pos), theta),
+        dot_shift_both=rotated_dot(q, k, query_pos + shifts, key_pos + shifts, theta, scaling),
+        dot_shift_query=rotated_dot(q, k, query_pos + shifts, np.full_like(shifts, key_pos), theta, scaling),
         distances=distances,
-        dot_by_distance=rotated_dot(q, k, distances, zeros, theta))
+        dot_by_distance=rotated_dot(q, k, distances, zeros, theta, scaling))

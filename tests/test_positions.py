@@ -160,3 +160,20 @@ def test_example_shifts_start_at_the_real_positions_and_stay_in_range(trace):
     shifts = demo.example_shifts()
     assert shifts[0] == 0 and len(set(shifts)) == len(shifts)
     assert all(demo.shifts[0] <= s <= demo.shifts[-1] for s in shifts)
+
+
+@pytest.mark.parametrize("scaling", [
+    (("factor", 4.0), ("rope_type", "linear")),
+    (("factor", 8.0), ("high_freq_factor", 4.0), ("low_freq_factor", 1.0),
+     ("original_max_position_embeddings", 16), ("rope_type", "llama3")),
+], ids=["linear", "llama3"])
+def test_a_scaled_ropes_pairs_turn_as_the_model_turned_them(make_bundle, scaling):
+    bundle = make_bundle(seed=3, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0,
+                         rope_scaling=scaling)
+    trace = analyse(NumpyRunner(bundle), "The cat sat on the mat, and the cat sat again.")
+    m = trace.n_tokens - 1
+    pairs = pos.query_pairs(trace, 1, 2, m)
+    turned = pos.rotate(trace.layers[1].q[2, m][None].astype(np.float64), pairs.angle[None])[0]
+    np.testing.assert_allclose(turned, trace.layers[1].q_rot[2, m], atol=1e-5)
+    demo = pos.relative_demo(trace, 0, 1, m, 2)
+    assert demo.dot_at_shift(0) == pytest.approx(demo.runner_dot, abs=1e-4)

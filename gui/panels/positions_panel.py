@@ -543,7 +543,7 @@ class RopeAnglesPage(_Page):
         cfg = trace.config
         context, n_pairs = cfg.max_position_embeddings, cfg.head_dim // 2
         positions = np.arange(context)
-        self.angles = pos.pair_angles(positions, cfg.head_dim, cfg.rope_theta)   # [N, P] unwrapped
+        self.angles = pos.pair_angles(positions, cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)   # [N, P] unwrapped
         wrapped = pos.wrap_angle(self.angles)
         colours = [colormap("viridis").map(x, mode="qcolor") for x in np.linspace(0.0, 0.9, n_pairs)]
         if len(self.curves) != n_pairs:
@@ -555,7 +555,7 @@ class RopeAnglesPage(_Page):
         self.sentence.setRegion((0, trace.n_tokens - 1))
         self.cursor.setValue(m)
         self.plot.setXRange(0, context - 1, padding=0.01)
-        freq = pos.pair_frequencies(cfg.head_dim, cfg.rope_theta)
+        freq = pos.pair_frequencies(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
         self.speed_points.setData(np.arange(n_pairs), np.log10(freq), brush=[pg.mkBrush(c) for c in colours])
         self.speed.setXRange(-0.5, n_pairs - 0.5, padding=0)
         self.plot.setTitle(f"angle of every pair over the {context}-token context", size="9pt")
