@@ -107,6 +107,17 @@ def show(qtbot):
     return _show
 
 
+def settled(window, text: str) -> bool:
+    """The window's controller has analysed exactly `text` and has nothing under way."""
+    c = window.controller
+    return c.trace is not None and c.trace.text == text and not c.busy()
+
+
+def type_text(qtbot, window, text: str, timeout: int = 20000) -> None:
+    window.sentence_bar.setText(text)   # keyClicks cannot type CJK; setText goes through the same signal
+    qtbot.waitUntil(lambda: settled(window, text), timeout=timeout)
+
+
 def hover(widget, pos) -> None:
     """Deliver a mouse move to `widget` at `pos` directly (QTest's mouseMove drops moves now and then offscreen).
 

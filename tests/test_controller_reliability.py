@@ -8,9 +8,10 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
+import conftest
 import gui.controller as controller_module
 from core.runners import NumpyRunner
 from core.session import prepare_text
@@ -32,11 +33,6 @@ def no_leaked_workers(qtbot):
     before = set(worker_threads())
     yield
     qtbot.waitUntil(lambda: not set(worker_threads()) - before, timeout=WAIT_MS)
-
-
-@pytest.fixture()
-def settings(tmp_path):
-    return QSettings(str(tmp_path / "glassbox.ini"), QSettings.Format.IniFormat)
 
 
 @pytest.fixture()
@@ -65,14 +61,8 @@ def window(make_window):
     return make_window()
 
 
-def settled(window: MainWindow, text: str) -> bool:
-    c = window.controller
-    return c.trace is not None and c.trace.text == text and not c.busy()
-
-
 def type_text(qtbot, window: MainWindow, text: str) -> None:
-    window.sentence_bar.setText(text)
-    qtbot.waitUntil(lambda: settled(window, text), timeout=WAIT_MS)
+    conftest.type_text(qtbot, window, text, WAIT_MS)
 
 
 @pytest.fixture()
@@ -224,7 +214,7 @@ def test_a_newer_keystroke_stops_the_running_analysis_at_its_next_stage(qtbot, m
     qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
     window.sentence_bar.setText(ENGLISH)
     blocker.release.set()
-    qtbot.waitUntil(lambda: settled(window, ENGLISH), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: conftest.settled(window, ENGLISH), timeout=WAIT_MS)
     assert blocker.blocked_ids not in numpy_counter.runs, "the superseded run went on to its next stage"
     assert shown == [ENGLISH]
 

@@ -14,7 +14,7 @@ from core.runners import NumpyRunner
 from core.sampling import SamplingSettings, generate
 from core.session import analyse
 from gui.main_window import MainWindow
-from conftest import hover
+from conftest import hover, settled, type_text
 
 ENGLISH = "The cat sat on the mat because it was tired."
 CHINESE = "订单成交，订单取消，查询订单。"
@@ -24,16 +24,6 @@ WAIT_MS = 20000
 @pytest.fixture()
 def window(make_window):
     return make_window()
-
-
-def settled(window: MainWindow, text: str) -> bool:
-    c = window.controller
-    return c.trace is not None and c.trace.text == text and not c.busy()
-
-
-def type_text(qtbot, window: MainWindow, text: str) -> None:
-    window.sentence_bar.setText(text)   # keyClicks cannot type CJK; setText goes through the same signal
-    qtbot.waitUntil(lambda: settled(window, text), timeout=WAIT_MS)
 
 
 def shown_pieces(window: MainWindow) -> list[str]:
