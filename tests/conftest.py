@@ -1,4 +1,7 @@
-"""Shared fixtures: random bundles built by the project's own code, and Qt offscreen."""
+"""Fixtures every test shares: random bundles built by the project's own code; Qt offscreen.
+
+Qt-only fixtures live in tests/gui/conftest.py, Qt helpers in tests/gui/qt_helpers.py.
+"""
 from __future__ import annotations
 
 import os
@@ -56,85 +59,6 @@ def analysed(bundle):
         return cache[text]
 
     return analysed_text
-
-
-@pytest.fixture()
-def settings(tmp_path):
-    """A QSettings file of the test's own: no test reads the user's layout or writes over it."""
-    from PySide6.QtCore import QSettings
-
-    return QSettings(str(tmp_path / "glassbox.ini"), QSettings.Format.IniFormat)
-
-
-@pytest.fixture()
-def make_window(qtbot, bundle, settings):
-    """make_window(backend="numpy", panel_classes=None) -> a shown MainWindow; closed (worker joined) after."""
-    from gui.controller import Controller
-    from gui.fonts import register_fonts
-    from gui.main_window import MainWindow
-
-    windows = []
-
-    def make(backend: str = "numpy", panel_classes=None) -> MainWindow:
-        register_fonts()
-        window = MainWindow(Controller(bundle, backend), settings, panel_classes=panel_classes)
-        qtbot.addWidget(window)
-        window.resize(1400, 900)
-        window.show()
-        qtbot.waitExposed(window)
-        windows.append(window)
-        return window
-
-    yield make
-    for window in windows:
-        window.close()
-        assert not window.controller.is_running(), "the worker thread outlived its window"
-
-
-@pytest.fixture
-def show(qtbot):
-    """show(widget, width, height) -> widget: the bundled CJK font registered, sized, shown offscreen, exposed."""
-    from gui.fonts import register_fonts
-
-    def _show(widget, width: int = 1000, height: int = 700):
-        register_fonts()
-        qtbot.addWidget(widget)
-        widget.resize(width, height)
-        widget.show()
-        qtbot.waitExposed(widget)
-        return widget
-
-    return _show
-
-
-def settled(window, text: str) -> bool:
-    """The window's controller has analysed exactly `text` and has nothing under way."""
-    c = window.controller
-    return c.trace is not None and c.trace.text == text and not c.busy()
-
-
-def type_text(qtbot, window, text: str, timeout: int = 20000) -> None:
-    window.sentence_bar.setText(text)   # keyClicks cannot type CJK; setText goes through the same signal
-    qtbot.waitUntil(lambda: settled(window, text), timeout=timeout)
-
-
-def hover(widget, pos) -> None:
-    """Deliver a mouse move to `widget` at `pos` directly (QTest's mouseMove drops moves now and then offscreen).
-
-    pyqtgraph's scenes ignore a move that comes within 1/mouseRateLimit s (10 ms) of the last one,
-    so wait past that first: two quick hovers in a test must both arrive.
-    """
-    from PySide6.QtCore import QEvent, QPointF, Qt
-    from PySide6.QtGui import QMouseEvent
-    from PySide6.QtTest import QTest
-    from PySide6.QtWidgets import QApplication
-
-    QTest.qWait(30)
-
-    local = QPointF(pos)
-    event = QMouseEvent(QEvent.Type.MouseMove, local, QPointF(widget.mapToGlobal(local)),
-                        Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
-    QApplication.sendEvent(widget, event)
 
 
 # Qt and pyqtgraph objects can be torn down in an order that crashes the interpreter at exit (SIGSEGV)

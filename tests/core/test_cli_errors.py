@@ -14,7 +14,7 @@ import pytest
 import main
 from tests import hostile_bundles as hostile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from core.atomic import TEMP_PREFIX, StagedFolder, atomic_write_bytes
 from core.raw_export import ExportError, write_file_set
 from gui import export
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "订单成交，订单取消。The cat sat."
 TEN_FILES = {f"figure_{i:02d}.png": bytes([i]) * (1000 + i) for i in range(10)}
 

@@ -134,7 +134,7 @@ def test_the_same_answer_and_wrong_token_is_refused(bundle):
         prepare_pair(NumpyRunner(bundle), CLEAN, CLEAN, answer_id=5, wrong_id=6)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 IOI_CLEAN = "When David and Jesus went out, Jesus gave a drink to"
 IOI_CORRUPT = "When David and Jesus went out, David gave a drink to"
 

@@ -19,7 +19,7 @@ from core.hf_import import HFImportError, cached_import, import_model  # noqa: E
 from core.runners import NumpyRunner, OnnxRunner  # noqa: E402
 from core.safetensors_io import SafetensorsError, read_header  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6)
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,

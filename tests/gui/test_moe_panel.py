@@ -14,7 +14,7 @@ from core.session import analyse
 from gui.panels.moe_panel import ROW_LABEL_COLUMNS, WHATIF_TAG, MoePanel
 from gui.text_fit import elide
 from gui.selection import Selection
-from conftest import hover
+from tests.gui.qt_helpers import hover
 
 ENGLISH = "The cat sat on the mat and looked at the door."
 CHINESE = "我想查询一下我的订单状态。"

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-import conftest
+from tests.gui import qt_helpers
 import gui.controller as controller_module
 from core.runners import NumpyRunner
 from core.session import prepare_text
@@ -62,7 +62,7 @@ def window(make_window):
 
 
 def type_text(qtbot, window: MainWindow, text: str) -> None:
-    conftest.type_text(qtbot, window, text, WAIT_MS)
+    qt_helpers.type_text(qtbot, window, text, WAIT_MS)
 
 
 @pytest.fixture()
@@ -214,7 +214,7 @@ def test_a_newer_keystroke_stops_the_running_analysis_at_its_next_stage(qtbot, m
     qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
     window.sentence_bar.setText(ENGLISH)
     blocker.release.set()
-    qtbot.waitUntil(lambda: conftest.settled(window, ENGLISH), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: qt_helpers.settled(window, ENGLISH), timeout=WAIT_MS)
     assert blocker.blocked_ids not in numpy_counter.runs, "the superseded run went on to its next stage"
     assert shown == [ENGLISH]
 

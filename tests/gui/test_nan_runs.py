@@ -21,7 +21,7 @@ from core.runners import NumpyRunner, OnnxRunner
 from gui.plotting import MASKED_RGBA, NAN_RGBA, colormap, masked_rgba
 from tests import hostile_bundles as hostile
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

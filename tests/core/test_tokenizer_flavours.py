@@ -218,7 +218,7 @@ def test_saved_flavour_loads_to_the_same_ids(built, name: str, tmp_path: Path) -
 
 
 def test_shipped_tokenizer_reads_as_before() -> None:
-    path = Path(__file__).resolve().parents[1] / "resources" / "model" / "tokenizer.json"
+    path = Path(__file__).resolve().parents[2] / "resources" / "model" / "tokenizer.json"
     ours = BPETokenizer.load(path)
     hf = tokenizers.Tokenizer.from_file(str(path))
     for s in texts_for(ours, n=200):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 READY = "event loop running"
 # The first event loop to run is the start-up warning's exec() when the model is missing, else app.exec().
 CHILD = f"""

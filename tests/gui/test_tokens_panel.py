@@ -11,7 +11,7 @@ from core.session import analyse
 from core.tokenizer import BPETokenizer
 from core.tokens_view import MergeReplay
 from gui.panels.tokens_panel import TokensPanel
-from conftest import hover
+from tests.gui.qt_helpers import hover
 
 SEED_LINES = ["订单成交", "订单取消", "查询订单", "订单过期"]   # the first seed's BPE example
 

@@ -20,7 +20,7 @@ from gui.text_fit import elide
 from gui.token_axis import TokenAxis
 from gui.plotting import MASKED_RGBA, colormap
 from gui.selection import Selection
-from conftest import hover
+from tests.gui.qt_helpers import hover
 
 SENTENCE = "The cat sat on the mat because it was tired."
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from gui.platform_check import NO_DISPLAY, XCB_LIBRARIES, display_problem, missing_xcb_packages
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ICCCM_MISSING = "libxcb-icccm.so.4: cannot open shared object file: No such file or directory"
 
 

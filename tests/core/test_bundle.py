@@ -17,7 +17,7 @@ from core.config import ModelConfig
 from core.runners import NumpyRunner
 from core.trace import TraceError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -207,7 +207,7 @@ def test_sites_parse_and_name_the_valid_range():
         parse_sites("1-2", "expert", 2, 4)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _main(*args: str) -> subprocess.CompletedProcess:

@@ -15,7 +15,7 @@ from core.head_roles import ROLE_NAMES, probe_roles, sentence_roles
 from core.runners import OnnxRunner
 from core.session import analyse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"lens_probs", "dla_names", "dla_values", "dla_logit", "position", "target_id", "role_names",
         "roles_sentence", "roles_probe"}
 TEXT = "The cat sat on the mat. The cat sat on the"

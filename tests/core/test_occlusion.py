@@ -100,7 +100,7 @@ def test_bad_occlusion_arguments_name_the_valid_range(bundle, kwargs, message):
         occlude(NumpyRunner(bundle), IDS, **kwargs)
 
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _main(*args: str) -> subprocess.CompletedProcess:

@@ -14,7 +14,7 @@ from core.runners import NumpyRunner
 from core.sampling import SamplingSettings, generate
 from core.session import analyse
 from gui.main_window import MainWindow
-from conftest import hover, settled, type_text
+from tests.gui.qt_helpers import hover, settled, type_text
 
 ENGLISH = "The cat sat on the mat because it was tired."
 CHINESE = "订单成交，订单取消，查询订单。"

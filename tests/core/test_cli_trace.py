@@ -12,7 +12,7 @@ import pytest
 from core.runners import NumpyRunner
 from core.session import analyse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("backend", ["onnx", "numpy"])

@@ -22,7 +22,7 @@ from gui.fonts import register_fonts
 from gui.panels.registry import panel_classes
 from gui.svg_export import restore_close_commands, split_close_commands, widget_svg_bytes
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEXT = "订单成交，订单取消。The cat sat."
 
 

@@ -1,0 +1,53 @@
+"""Fixtures of the Qt tests: a settings file of the test's own, a shown MainWindow, a shown widget."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture()
+def settings(tmp_path):
+    """A QSettings file of the test's own: no test reads the user's layout or writes over it."""
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "glassbox.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture()
+def make_window(qtbot, bundle, settings):
+    """make_window(backend="numpy", panel_classes=None) -> a shown MainWindow; closed (worker joined) after."""
+    from gui.controller import Controller
+    from gui.fonts import register_fonts
+    from gui.main_window import MainWindow
+
+    windows = []
+
+    def make(backend: str = "numpy", panel_classes=None) -> MainWindow:
+        register_fonts()
+        window = MainWindow(Controller(bundle, backend), settings, panel_classes=panel_classes)
+        qtbot.addWidget(window)
+        window.resize(1400, 900)
+        window.show()
+        qtbot.waitExposed(window)
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.close()
+        assert not window.controller.is_running(), "the worker thread outlived its window"
+
+
+@pytest.fixture
+def show(qtbot):
+    """show(widget, width, height) -> widget: the bundled CJK font registered, sized, shown offscreen, exposed."""
+    from gui.fonts import register_fonts
+
+    def _show(widget, width: int = 1000, height: int = 700):
+        register_fonts()
+        qtbot.addWidget(widget)
+        widget.resize(width, height)
+        widget.show()
+        qtbot.waitExposed(widget)
+        return widget
+
+    return _show
