@@ -4,6 +4,8 @@ A small UTF-8 JSON object, readable and hand-editable:
 
     {"format": "glassbox-session", "version": 1,
      "sentences": ["The cat sat."], "bundle": "/path/to/bundle" or null (the shipped model),
+     "token_ids": [464, 3797, 3332] or null,   (sentence 1's ids when they came from Append / Generate:
+                                                its text need not tokenize back to them)
      "backend": "onnx" | "numpy" | "both",
      "selection": {"layer": 0, "head": 0, "query": null, "key": null, "step": null},
      "sampling": {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "greedy": false, "seed": 0},
@@ -55,6 +57,7 @@ class SessionError(ValueError):
 @dataclass(frozen=True)
 class Session:
     sentences: tuple[str, ...] = ("",)
+    token_ids: tuple[int, ...] | None = None  # the first sentence's ids when its text does not give them
     bundle: str | None = None                 # bundle folder; None: the shipped model
     backend: str = "onnx"
     selection: Mapping[str, int | None] = field(
@@ -65,6 +68,7 @@ class Session:
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": SCHEMA_VERSION, "sentences": list(self.sentences),
+                "token_ids": None if self.token_ids is None else list(self.token_ids),
                 "bundle": self.bundle, "backend": self.backend, "selection": dict(self.selection),
                 "sampling": asdict(self.sampling), "interventions": dict(self.interventions),
                 "dock_layout": self.dock_layout}
@@ -99,6 +103,14 @@ def _is_number(x: Any) -> bool:
 def _sentences(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(s, str) for s in raw):
         raise ValueError("sentences must be a non-empty list of strings")
+    return tuple(raw)
+
+
+def _token_ids(raw: Any) -> tuple[int, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw or not all(_is_int(i) and 0 <= i < 2**31 for i in raw):
+        raise ValueError("token_ids must be a non-empty list of token ids or null")
     return tuple(raw)
 
 
@@ -175,7 +187,7 @@ def _dock_layout(raw: Any) -> str:
     return raw
 
 
-_READERS = {"sentences": _sentences, "bundle": _bundle, "backend": _backend, "selection": _selection,
+_READERS = {"sentences": _sentences, "token_ids": _token_ids, "bundle": _bundle, "backend": _backend, "selection": _selection,
             "sampling": _sampling, "interventions": _interventions, "dock_layout": _dock_layout}
 
 

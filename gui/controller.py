@@ -670,6 +670,11 @@ class Controller(QObject):
     def runners(self) -> Runners:
         return self._runners
 
+    @property
+    def state(self) -> SentenceState:
+        """What is analysed: the typed text, or the ids an Append / Generate made."""
+        return self._state
+
     def run_on_worker(self, fn: Callable[..., Any], on_done: Callable[[Any], None],
                       on_error: Callable[[str], None] | None = None, is_stale: Callable[[], bool] = lambda: False,
                       *, detachable: bool = True) -> None:
@@ -685,7 +690,7 @@ class Controller(QObject):
 
         self.run_on_worker(lambda checkpoint: fn(), alive(on_done), alive(on_error), is_stale)
 
-    def restore_session(self, runners: Runners, backend: str, text: str, interventions: Interventions,
+    def restore_session(self, runners: Runners, backend: str, state: SentenceState, interventions: Interventions,
                         result: RunResult | None, selection: Selection) -> None:
         """Show a reopened session: the worker has loaded its bundle's runners and run its sentence with its
         interventions (gui/session_actions.py); this swaps them in, shows that run, then its selection."""
@@ -699,11 +704,11 @@ class Controller(QObject):
             self.sigBundleChanged.emit(runners.bundle)
         self._backend = backend
         self.sigBackendChanged.emit(backend)
-        self._state = SentenceState(text)
+        self._state = state
         self.interventions = interventions
-        self.sigTextReplaced.emit(text)
+        self.sigTextReplaced.emit(state.text)
         self.generation += 1
-        self._show_result(self._state, result)
+        self._show_result(state, result)
         self.select({"layer": selection.layer, "head": selection.head, "query": selection.query,
                      "key": selection.key})
 

@@ -19,6 +19,7 @@ from gui import export
 from gui.controller import Controller
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
+from gui.session_actions import SessionActions
 
 ORGANISATION = "Glassbox"
 APPLICATION = "Glassbox"
@@ -148,7 +149,8 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
-        self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+O"))
+        self.session_actions = SessionActions(self, file_menu, STATE_VERSION)   # Open / Recent / Save session
+        self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+Shift+O"))
         file_menu.addSeparator()
         self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))
         self._action(file_menu, "Export &all…", self.choose_export_all, QKeySequence("Ctrl+Shift+E"))

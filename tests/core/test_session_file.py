@@ -24,6 +24,7 @@ plain_lists = st.recursive(st.lists(st.one_of(finite, st.integers(-5, 5), st.non
 sessions = st.builds(
     Session,
     sentences=st.lists(st.text(max_size=40), min_size=1, max_size=3).map(tuple),
+    token_ids=st.none() | st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=5).map(tuple),
     bundle=st.none(),
     backend=st.sampled_from(["onnx", "numpy", "both"]),
     selection=st.fixed_dictionaries({"layer": st.integers(0, 9), "head": st.integers(0, 9),
@@ -99,6 +100,8 @@ BAD_FILES = {
                        b'"sampling": {"temperature": NaN}}',
     "intervention not a list": json.dumps(minimal(interventions={"head_mask": 3})).encode(),
     "intervention with an object": json.dumps(minimal(interventions={"head_mask": [{"a": 1}]})).encode(),
+    "negative token id": json.dumps(minimal(token_ids=[3, -1])).encode(),
+    "step not a number": json.dumps(minimal(selection={"step": "last"})).encode(),
     "layout not base64": json.dumps(minimal(dock_layout="%%%")).encode(),
     "deeply nested": b'{"format": "glassbox-session", "version": 1, "sentences": ["a"], "interventions": {"x": '
                      + b"[" * 100000 + b"]" * 100000 + b"}}",
