@@ -193,10 +193,10 @@ class SessionActions(QObject):
         if number != self._opening:
             return
         window, session = self.window, reopened.session
-        _apply_layout(window, session.dock_layout, self.state_version)
         selection = Selection(**{k: session.selection[k] for k in ("layer", "head", "query", "key")})
         window.controller.restore_session(reopened.runners, session.backend, reopened.state,
                                           reopened.interventions, reopened.result, selection)
+        _apply_layout(window, session.dock_layout, self.state_version)   # docks it shows draw the new trace
         _apply_panels(window, session)
         self.remember(path)
         window.statusBar().showMessage(f"opened the session {path}", 8000)
