@@ -87,12 +87,18 @@ class FakeWorker:
         self.jobs: list = []
 
     def submit(self, fn, on_done, on_error, is_stale) -> None:
-        self.jobs.append((fn, on_done, is_stale))
+        self.jobs.append((fn, on_done, is_stale, on_error))
 
     def run(self, index: int) -> None:
-        fn, on_done, is_stale = self.jobs[index]
-        if not is_stale():
-            on_done(fn())
+        fn, on_done, is_stale, on_error = self.jobs[index]
+        if is_stale():
+            return
+        try:
+            result = fn()
+        except ValueError as exc:
+            on_error(str(exc))
+        else:
+            on_done(result)
 
 
 def test_a_newer_trace_supersedes_a_pending_lens(show, analysed):
@@ -113,3 +119,21 @@ def test_a_newer_trace_supersedes_a_pending_lens(show, analysed):
     assert np.array_equal(panel.lens.probs, core.logit_lens.logit_lens(new).probs)
     panel.set_selection(panel.selection.updated(query=0))   # a selection change computes nothing new
     assert len(worker.jobs) == 2
+
+
+def test_a_readout_that_fails_says_why_and_is_not_retried_for_the_same_traces(show, analysed, monkeypatch):
+    import gui.panels.logit_lens_panel as lens_panel
+
+    def broken(trace):
+        raise ValueError("no final norm in this trace")
+
+    monkeypatch.setattr(lens_panel, "logit_lens", broken)
+    worker = FakeWorker()
+    panel = show(lens_panel.LogitLensPanel())
+    panel.readout.use_worker(worker.submit)
+    panel.set_trace(analysed("The cat sat."))
+    worker.run(0)
+    assert panel.showing_empty_state()
+    assert panel.empty.text() == "Could not compute the logit lens of this sentence: no final norm in this trace"
+    panel.set_selection(panel.selection.updated(query=0))
+    assert len(worker.jobs) == 1
