@@ -685,10 +685,13 @@ class Controller(QObject):
     def compute_readout(self, panel, fn: Callable[[], Any], on_done: Callable[[Any], None],
                         on_error: Callable[[str], None], is_stale: Callable[[], bool]) -> None:
         """A readout of traces already made (no model run) on the worker; the answer is dropped if panel is gone."""
-        def alive(callback):
-            return lambda value: _alive(panel) and callback(value)
+        def if_alive(callback: Callable[[Any], None]) -> Callable[[Any], None]:
+            def call(value: Any) -> None:
+                if _alive(panel):
+                    callback(value)
+            return call
 
-        self.run_on_worker(lambda checkpoint: fn(), alive(on_done), alive(on_error), is_stale)
+        self.run_on_worker(lambda checkpoint: fn(), if_alive(on_done), if_alive(on_error), is_stale)
 
     def restore_session(self, runners: Runners, backend: str, state: SentenceState, interventions: Interventions,
                         result: RunResult | None, selection: Selection) -> None:
