@@ -21,6 +21,7 @@ from core.experiment_runs import next_token_change
 from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.cell_picking import row_under
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView
@@ -65,8 +66,8 @@ class NextTokenPanel(Panel):
         self.figure_box = QWidget(page)             # what a figure export renders: header, chart, legend
         self.header = QLabel(self.figure_box)
         self.settings_line = QLabel(self.figure_box)
-        self.chart = pg.PlotWidget(self.figure_box, axisItems={"left": TokenAxis("left", offset=0, point_size=9),
-                                                               "right": TokenAxis("right", offset=0, point_size=9)})
+        self.chart = pg.PlotWidget(self.figure_box, axisItems={"left": TokenAxis("left", point_size=9),
+                                                               "right": TokenAxis("right", point_size=9)})
         self.legend = QLabel(self.figure_box)
         self._build_chart()
         self._build_figure_box()
@@ -296,9 +297,9 @@ class NextTokenPanel(Panel):
                 item.setOpts(x0=[], y=[], width=[])
             for name in ("left", "right"):
                 plot.getAxis(name).set_labels([])
-            plot.setRange(xRange=(0, 1), yRange=(-0.5, 0.5), padding=0)
+            plot.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
             return
-        rows = np.arange(len(c.ids), dtype=float)
+        rows = np.arange(len(c.ids), dtype=float) + 0.5   # row i is the unit cell [i, i+1) (gui.cell_picking)
         ruled_out = ~c.in_sampling_set
         # x in percent, so the axis reads like the labels beside the bars
         self.raw_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.probability,
@@ -310,7 +311,7 @@ class NextTokenPanel(Panel):
         plot.getAxis("left").set_labels(self._piece_labels(), columns=None)
         plot.getAxis("right").set_labels([f"{format_probability(p)} → {format_probability(a)}"
                                           for p, a in zip(c.probability, c.after)], columns=None)
-        plot.setRange(xRange=(0, x_max), yRange=(-0.5, len(rows) - 0.5), padding=0)
+        plot.setRange(xRange=(0, x_max), yRange=(0, len(rows)), padding=0)
 
     def _piece_labels(self) -> list[str]:
         """'piece  [rank]' per row (ranks 1–9 are also the keys that append them); ✓ marks what the
@@ -325,17 +326,13 @@ class NextTokenPanel(Panel):
     def _draw_cursor(self, x_max: float) -> None:
         """The highlight appears once the arrow keys are used, so exported figures stay clean."""
         visible = self.chart.hasFocus() and self._keyboard_used and self._row_count() > 0
-        self.cursor_band.setOpts(x0=[0.0] if visible else [], y=[float(self.cursor_row)] if visible else [],
+        self.cursor_band.setOpts(x0=[0.0] if visible else [], y=[self.cursor_row + 0.5] if visible else [],
                                  width=[x_max] if visible else [])
 
     # ---------------------------------------------------------------- user input
     def _row_at(self, scene_pos) -> int | None:
         """The candidate row under a scene point (anywhere across the plot, labels included)."""
-        plot = self.chart.getPlotItem()
-        if self.candidates is None or not plot.sceneBoundingRect().contains(scene_pos):
-            return None
-        row = int(np.floor(plot.vb.mapSceneToView(scene_pos).y() + 0.5))
-        return row if 0 <= row < self._row_count() else None
+        return row_under(self.chart.getPlotItem(), scene_pos, self._row_count())
 
     def _on_chart_clicked(self, event) -> None:
         if event.button() != Qt.LeftButton:

@@ -53,7 +53,7 @@ def _row_view_point(panel: NextTokenPanel, row: int):
     """Where row `row` is on screen (middle of its bar), in the chart viewport's coordinates."""
     vb = panel.chart.getPlotItem().vb
     x = vb.viewRange()[0][1] * 0.02
-    return panel.chart.mapFromScene(vb.mapViewToScene(QPointF(x, row)))
+    return panel.chart.mapFromScene(vb.mapViewToScene(QPointF(x, row + 0.5)))
 
 
 def _set_settings(panel: NextTokenPanel, s: SamplingSettings) -> None:
@@ -70,7 +70,7 @@ def test_bars_are_the_top_candidates_of_the_last_position_in_order(panel, englis
     ids, probs = _expected_top(english_trace, english_trace.n_tokens - 1, 8)
     np.testing.assert_array_equal(panel.candidates.ids, ids)
     rows, raw, after = _drawn_bars(panel)
-    np.testing.assert_array_equal(rows, np.arange(8))
+    np.testing.assert_array_equal(rows, np.arange(8) + 0.5)   # row i: the unit cell [i, i+1)
     np.testing.assert_allclose(raw, probs, rtol=1e-6)
     np.testing.assert_allclose(after, probs / 1.0, rtol=1e-6)  # default settings: nothing is ruled out
     assert _left_labels(panel)[0].startswith(elide(english_trace.vocab_label(int(ids[0])), LABEL_COLUMNS))
@@ -147,7 +147,7 @@ def test_arrow_keys_and_enter_append_the_highlighted_row(panel, english_trace, q
     panel.chart.setFocus()
     qtbot.keyClick(panel.chart, Qt.Key_Down)
     qtbot.keyClick(panel.chart, Qt.Key_Down)
-    assert panel.cursor_band.opts["y"] == [2.0]  # the highlight follows the keys
+    assert panel.cursor_band.opts["y"] == [2.5]  # the highlight follows the keys
     with qtbot.waitSignal(panel.sigAppendTokens) as blocker:
         qtbot.keyClick(panel.chart, Qt.Key_Return)
     assert blocker.args == [[int(panel.candidates.ids[2])]]
@@ -259,7 +259,7 @@ def test_many_bars_thin_the_labels_but_keep_rank_one(panel, english_trace, qtbot
         ((_, values),) = plot.getAxis(side).tickValues(low, high, plot.vb.height())
         return values
 
-    assert rows("left")[0] == 0.0 and 1 < len(rows("left")) < 50
+    assert rows("left")[0] == 0.5 and 1 < len(rows("left")) < 50
     assert rows("right") == rows("left")
 
 
