@@ -6,13 +6,15 @@ import io
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 
 from core import positions as pos
 from core.runners import NumpyRunner
 from core.session import analyse
-from gui.panels.positions_panel import PositionsPanel, arrow_segments
+from gui.panels.positions_panel import PositionsPanel
+from gui.plot_shapes import arrow_segments
+from gui.rope_pair_plot import RING_RADIUS, pair_cell, ring_centres
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
 
@@ -140,8 +142,8 @@ def test_small_multiples_point_where_q_rot_points(panel, trace):
     show(panel, trace, layer=1, head=1, query=m)
     page = panel.page("positions_rope_pairs")
     x, y = page.small_after.getData()
-    centres = page._cell_centres(trace.config.head_dim // 2)
-    drawn = np.stack([x[1::6], y[1::6]], axis=1) - centres   # each arrow's tip, relative to its cell
+    centres = ring_centres(trace.config.head_dim // 2)
+    drawn = (np.stack([x[1::6], y[1::6]], axis=1) - centres) / RING_RADIUS   # each tip, relative to its ring
     expected = pos.split_pairs(trace.layers[1].q_rot[1, m].astype(np.float64))
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(drawn, expected, atol=1e-6)
@@ -226,20 +228,21 @@ def test_user_choices_ask_through_sigselect_and_programmatic_updates_do_not(pane
     assert Selection().updated(**blocker.args[0]).clamped(2, 4, trace.n_tokens).key == 0  # survives clamping
 
 
-def test_clicking_a_small_multiple_selects_that_pair(panel, trace):
+@pytest.mark.parametrize("corner", [(0.1, 0.1), (0.9, 0.9)])
+def test_clicking_a_small_multiple_selects_that_pair(panel, trace, qtbot, corner):
+    panel.tabs.setCurrentWidget(panel.page("positions_rope_pairs"))
     show(panel, trace)
+    qtbot.wait(20)
     page = panel.page("positions_rope_pairs")
-    assert page.pair_slider.maximum() == trace.config.head_dim // 2 - 1
-    centre = page._cell_centres(trace.config.head_dim // 2)[3]
-    scene_point = page.small.vb.mapViewToScene(QPointF(*centre))
-
-    class Click:
-        def scenePos(self):
-            return scene_point
-
-    page._clicked_small(Click())
+    n_pairs = trace.config.head_dim // 2
+    assert page.pair_slider.maximum() == n_pairs - 1
+    row, col = pair_cell(3, n_pairs)
+    view_point = QPointF(col + corner[0], row + corner[1])    # anywhere inside the pair's cell
+    widget_point = page.frame.graphics.mapFromScene(page.small.vb.mapViewToScene(view_point))
+    qtbot.mouseClick(page.frame.graphics.viewport(), Qt.MouseButton.LeftButton, pos=widget_point)
     assert page.pair == 3 and page.pair_spin.value() == 3
     xs, ys = page.small_box.getData()
+    centre = ring_centres(n_pairs)[3]
     assert xs.min() < centre[0] < xs.max() and ys.min() < centre[1] < ys.max()
 
 
