@@ -21,7 +21,9 @@ LOAD_LEGEND = ("<span style='color:#440154'>■</span> share of top-k slots<br>"
                "<span style='color:#35b779'>■</span> mean router probability<br>"
                "<span style='color:#787878'>‒ ‒</span> even split")
 MAX_LISTED_TOKENS = 24     # per expert in the list; laying out hundreds costs a repaint
-OFF_STYLE = "QPushButton:!checked { background: #d9d9d9; color: #7a7a7a; text-decoration: line-through; }"
+SWITCH_STYLE = ("QPushButton { padding: 2px 8px; border: 1px solid #777; border-radius: 3px; }"
+                "QPushButton:checked { background: #35b779; color: black; }"      # on: the load bars' green
+                "QPushButton:!checked { background: #e6e6e6; color: #777; }")     # off: grey, and says "off"
 
 
 class ExpertLoadBars(QWidget):
@@ -32,7 +34,7 @@ class ExpertLoadBars(QWidget):
         self.switches: list[QPushButton] = []
         self.switch_row = QHBoxLayout()
         self.switch_row.setSpacing(2)
-        self.switch_row.addWidget(QLabel("Experts on:"))
+        self.switch_row.addWidget(QLabel("Experts:"))
         self.switch_row.addStretch(1)   # the switches go before it
         self.rule = QLabel(wordWrap=True)
         self.message = QLabel(wordWrap=True)
@@ -90,9 +92,10 @@ class ExpertLoadBars(QWidget):
         for e, button in enumerate(self.switches):
             with qt_signals_blocked(button):
                 button.setChecked(not routing.off[e])
+            button.setText(f"{e} off" if routing.off[e] else f"{e} on")
             button.setToolTip(f"Expert {e} of layer {routing.layer} is {'off' if routing.off[e] else 'on'}; "
                               f"click to switch it {'on' if routing.off[e] else 'off'}")
-        self.rule.setText(f"<b>Switch an expert off for layer {routing.layer}</b> (unpressed = off): "
+        self.rule.setText(f"<b>Click to switch an expert of layer {routing.layer} off</b> (or back on): "
                           f"{ABLATION_RULE}. At least {routing.k} must stay on.")
 
     def _build_switches(self, n_experts: int) -> None:
@@ -101,10 +104,9 @@ class ExpertLoadBars(QWidget):
             button.deleteLater()
         self.switches = []
         for e in range(n_experts):
-            button = QPushButton(str(e), checkable=True, checked=True)
+            button = QPushButton(f"{e} on", checkable=True, checked=True)
             button.setObjectName(f"expert_switch_{e}")
-            button.setStyleSheet(OFF_STYLE)
-            button.setMinimumWidth(24)
+            button.setStyleSheet(SWITCH_STYLE)
             button.toggled.connect(lambda on, e=e: self.sigExpertSwitched.emit(self.layer, e, on))
             self.switch_row.insertWidget(self.switch_row.count() - 1, button)
             self.switches.append(button)

@@ -119,10 +119,7 @@ class PositionsPanel(Panel):
             self.query_combo.setCurrentIndex(sel.query_index(n))
             self.key_combo.setCurrentIndex(sel.key_index(n))
 
-    # ------------------------------------------------------------ pages by name (tests, export)
-    def page(self, figure_name: str) -> FigureTab:
-        return next(p for p in self.pages if p.figure_name == figure_name)
-
+    # ------------------------------------------------------------ export
     def figures(self) -> list[Figure]:
         if self.trace is None:
             return []
