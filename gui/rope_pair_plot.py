@@ -38,7 +38,8 @@ class RopePairPlot(FigureTab):
         self._build_controls()
         self.big = self.frame.add_plot(row=0, col=0)
         self.big.setAspectLocked(True)
-        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=3, frame=False)
+        # two columns: three in a row would hold the figure wider than a 1280-pixel window's dock
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=2, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
         self.ring = line(self.big, pen=GUIDE_PEN)
         self.trail = pg.ScatterPlotItem(size=6, brush=TRAIL_BRUSH, pen=None)
