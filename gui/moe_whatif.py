@@ -117,7 +117,7 @@ class WhatIfView(QGroupBox):
             for e, p in enumerate(lt.router_probs[position]):
                 state = ", switched off" if off[e] else ", chosen" if e in chosen else ""
                 self.expert_box.addItem(f"expert {e}  (p = {p:.2f}{state})")
-            if reset_expert or not 0 <= current < len(off) or off[current]:   # an expert just switched off: another
+            if reset_expert or not 0 <= current < len(off) or current in unavailable:   # e.g. just switched off
                 current = self._best_unchosen(lt.router_probs[position], unavailable)
             self.expert_box.setCurrentIndex(current)
 

@@ -96,7 +96,7 @@ class RouterView(QWidget):
             item.setPath(forced_path)
         self.row_labels = [f"{i} {label}" for i, label in enumerate(routing.labels)]
         self.probs_plot.set_row_labels(self.row_labels, ROW_LABEL_COLUMNS)
-        ticks = [(e + 0.5, f"{e} off" if routing.off[e] else str(e)) for e in range(n_experts)]
+        ticks = [(e + 0.5, f"{e}✕" if routing.off[e] else str(e)) for e in range(n_experts)]   # ✕: switched off
         for plot in (self.probs_plot, self.weights_plot):
             # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
             plot.getAxis("bottom").setTicks([ticks, []])
@@ -143,7 +143,7 @@ def _explanation(routing: LayerRouting) -> str:
     text = (f"<b>Layer {routing.layer}</b> · outlined: the top-{routing.k} of {routing.n_experts} experts "
             "each token is sent to")
     if routing.off.any():
-        text += f" · experts switched off here: {', '.join(str(e) for e in np.flatnonzero(routing.off))}"
+        text += f" · ✕ switched off here: expert {', '.join(str(e) for e in np.flatnonzero(routing.off))}"
     if not routing.forced:
         text += (f" · <span title='{html.escape(CONVENTION)}'>the two conventions agree within "
                  f"{routing.convention_gap():.1e} (hover)</span>")
