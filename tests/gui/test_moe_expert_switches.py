@@ -90,3 +90,22 @@ def test_dense_models_keep_the_no_router_state(show, make_bundle):
     panel.set_trace(analyse(NumpyRunner(bundle), TEXT))
     assert panel.showing_empty_state() and panel.empty.text() == DENSE_TEXT
     assert panel.load.switches == []
+
+
+def test_the_whatif_never_forces_a_switched_off_expert(show, bundle, qtbot):
+    from core.runners import NumpyRunner
+    from core.routing_view import switch_expert
+    from core.session import analyse
+    from gui.panels.moe_panel import MoePanel
+
+    runner = NumpyRunner(bundle)
+    plain = analyse(runner, TEXT)
+    run = analyse(runner, TEXT, interventions=switch_expert(plain, 0, 1, on=False))
+    panel = show(MoePanel(), 1200, 800)
+    panel.set_trace(run)
+    assert panel.whatif.expert_box.currentIndex() != 1                 # the default is an expert still on
+    assert "switched off" in panel.whatif.expert_box.itemText(1)
+    panel.whatif.expert_box.setCurrentIndex(1)
+    with qtbot.assertNotEmitted(panel.sigRequestVariant):
+        panel.request_whatif()
+    assert "switched off" in panel.whatif.status.text() and panel.pending is None
