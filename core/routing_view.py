@@ -57,6 +57,14 @@ class LayerRouting:
         _, mistral = routing.topk_softmax_weights(logits, self.k)
         return float(np.abs(mistral - self.expert_weights).max())
 
+    def cell_text(self, token: int, expert: int) -> str:
+        """What the hover line says about one cell."""
+        slots = np.flatnonzero(self.expert_ids[token] == expert)
+        used = (f"chosen (slot {slots[0]}), weight used {self.weights[token, expert]:.4f}" if slots.size
+                else "switched off" if self.off[expert] else "not chosen")
+        return (f"“{self.labels[token]}” (position {token}) · expert {expert}: router logit "
+                f"{self.logits[token, expert]:.4f}, probability {self.probs[token, expert]:.4f}; {used}")
+
     def csv(self) -> str:
         """One row per token: probabilities, chosen flags, weights used, forced flags."""
         experts = range(self.n_experts)

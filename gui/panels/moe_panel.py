@@ -219,16 +219,10 @@ class MoePanel(Panel):
     # ------------------------------------------------------------ mouse
 
     def _on_hover(self, cell) -> None:
-        trace = self.trace
-        if trace is None or cell is None:
+        if self.trace is None or cell is None:
             return self._hover_token(-1)
-        t, e = cell
-        lt = trace.layers[self.selection.layer]
-        slots = [s for s in range(lt.expert_ids.shape[1]) if lt.expert_ids[t, s] == e]
-        used = f"chosen (slot {slots[0]}), weight used {self.router.shown_weights[t, e]:.4f}" if slots else "not chosen"
-        self.hover.setText(f"{quoted(trace, t)} · expert {e}: router logit {lt.router_logits[t, e]:.4f}, "
-                                  f"probability {lt.router_probs[t, e]:.4f}; {used}")
-        self._hover_token(t)
+        self.hover.setText(self.routing.cell_text(*cell))
+        self._hover_token(cell[0])
 
     def _hover_token(self, position: int) -> None:
         """Highlight the hovered token's characters in the sentence (-1: none); only when it changes."""

@@ -124,3 +124,15 @@ def test_whatif_comparison_lists_before_and_after_with_labels(bundle, trace):
     assert [int(r["candidate_id"]) for r in rows] == [c.token_id for c in expected]
     assert [r["candidate"] for r in rows] == [trace.vocab_label(c.token_id) for c in expected]
     assert all(r["mode"] == "replace_first_choice" and r["forced_token"] == trace.label(position) for r in rows)
+
+
+def test_cell_text_names_the_cell_and_what_the_router_did(bundle, trace):
+    view = layer_routing(trace, 0)
+    token, expert = 1, int(view.expert_ids[1, 0])
+    text = view.cell_text(token, expert)
+    assert f"“{trace.label(token)}” (position {token}) · expert {expert}" in text
+    assert f"probability {view.probs[token, expert]:.4f}" in text and "chosen (slot 0)" in text
+    unchosen = next(e for e in range(view.n_experts) if e not in view.expert_ids[token])
+    assert view.cell_text(token, unchosen).endswith("not chosen")
+    off = layer_routing(analyse(NumpyRunner(bundle), TEXT, interventions=switch_expert(trace, 0, unchosen, False)), 0)
+    assert off.cell_text(token, unchosen).endswith("switched off")
