@@ -56,7 +56,6 @@ class RouterView(QWidget):
         self.selected_rows = [plot.add_outline(SELECTED_ROW_COLOUR, 1.5, Qt.PenStyle.DashLine) for plot in both]
         self.marked: set[tuple[int, int]] = set()    # (token, expert) outlined as chosen
         self.forced: set[tuple[int, int]] = set()    # (token, expert) outlined as forced
-        self.shown_weights = np.zeros((0, 0))        # [T, E] the weight matrix drawn
         self.row_labels: list[str] = []
         self.probs_plot.vb.sigYRangeChanged.connect(self._on_rows_moved)
         self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
@@ -81,7 +80,6 @@ class RouterView(QWidget):
 
     def draw(self, routing: LayerRouting) -> None:
         n_tokens, n_experts = routing.probs.shape
-        self.shown_weights = routing.weights
         self.explanation.setText(_explanation(routing))
         _draw_matrix(self.probs_plot, self.probs_text, routing.probs.astype(np.float64), None)
         _draw_matrix(self.weights_plot, self.weights_text, routing.weights, ~routing.chosen)

@@ -104,8 +104,8 @@ def test_shown_weights_are_the_expert_weights_and_nothing_else(panel, trace, lay
     assert texts == expected
     for (t, e), _ in expected.items():
         slot = list(lt.expert_ids[t]).index(e)
-        assert panel.router.shown_weights[t, e] == pytest.approx(float(lt.expert_weights[t, slot]))
-    assert np.count_nonzero(panel.router.shown_weights) == len(expected)
+        assert panel.router.weights_text.values[t, e] == pytest.approx(float(lt.expert_weights[t, slot]))
+    assert np.count_nonzero(panel.router.weights_text.values) == len(expected)
 
 
 def test_probability_cells_show_the_full_softmax(panel, trace):
