@@ -5,7 +5,7 @@ up to P is removed in turn, or replaced by a baseline token the user types, and 
 log p(target) is drawn as a colour strip over the sentence and listed in a table (core.occlusion).
 Beside it, attention rollout — row P of the product of the attention matrices with the residual
 added (Abnar & Zuidema 2020) — which sees only attention weights: where the two disagree, the
-user sees why attention alone is not an explanation. The runs go to the controller's worker.
+user sees why attention alone is not an explanation. The runs go to the controller's experiment worker.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 The metric is logit(answer) - logit(wrong) after the last token, normalised so 0 = B's value and
 1 = A's (core.patching). Four sweeps, each a heatmap: the residual stream [stage, position],
 every head's output [layer, head], every head at one position [layer.head, position], every
-expert [layer, expert]. The sweeps run on the controller's model worker with a progress bar and
+expert [layer, expert]. The sweeps run on the controller's experiment worker with a progress bar and
 Cancel; clicking a cell shows B with that one site patched in every panel.
 """
 from __future__ import annotations
