@@ -118,7 +118,7 @@ class AttentionPanel(Panel):
         matrix_layout.addWidget(self.hover_label)
         # The large head gets the full height (every row labelled while it can be); the grid sits
         # above the head view, whose width suits a row of thumbnails.
-        self.grid.setMinimumHeight(140)   # thumbnails big enough for their boxes and badges
+        self.grid.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
         self.grid_help = QLabel(GRID_HINT)
         self.grid_help.setToolTip(GRID_HELP)
         self.grid_help.setWordWrap(True)
