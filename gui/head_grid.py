@@ -103,6 +103,10 @@ class LayerName(pg.TextItem):
     sigToggle = Signal()
     sigHovered = Signal(bool)
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.setAcceptHoverEvents(True)
+
     def mouseClickEvent(self, event) -> None:  # noqa: N802
         if event.button() in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
             event.accept()
@@ -142,6 +146,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.head_mask: np.ndarray | None = None        # [L, H] what the boxes and hatching show
         self.mode_text = "zero"                         # what a switched-off head outputs, for the tooltips
         self.role_text: list[list[str]] = []            # [L][H] the role scores, for the tooltips
+        self._over_switch: tuple[int, int] | None = None      # the box under the mouse: its tooltip wins
+        self._over_thumbnail: tuple[int, int] | None = None   # the thumbnail under the mouse
+        self._tip_owner: tuple | None = None                  # what the tooltip shown is about
         self.scale: AttentionScale | None = None
         self._range: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y) view range
         self.view.sigResized.connect(self._fit_range)
@@ -264,7 +271,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     def _switch(self, layer: int, head: int) -> SwitchBox:
         switch = SwitchBox(*self.origin(layer, head))
         switch.sigToggle.connect(lambda: self.sigHeadToggled.emit(layer, head))
-        switch.sigHovered.connect(lambda inside: self.setToolTip(self._switch_tip(layer, head) if inside else ""))
+        switch.sigHovered.connect(lambda inside: self._switch_hovered(layer, head, inside))
         self.view.addItem(switch)
         return switch
 
@@ -284,7 +291,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         name.setFont(ui_font(9))
         name.setPos(-0.05, layer * (1 + GAP) + 0.5)
         name.sigToggle.connect(lambda: self.sigLayerToggled.emit(layer))
-        name.sigHovered.connect(lambda inside: self.setToolTip(self._layer_tip(layer) if inside else ""))
+        name.sigHovered.connect(lambda inside: self._tip(("layer", layer), self._layer_tip(layer)) if inside
+                                else self._untip(("layer", layer)))
         self.view.addItem(name)
         return name
 
@@ -311,12 +319,36 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.view.addItem(hatch)
         return hatch
 
+    # Tooltips: the item under the mouse owns the grid's tooltip. pyqtgraph tells the items newly under
+    # the mouse before those it left, so one that is left clears the tooltip only while it still owns it.
+    def _tip(self, owner: tuple, text: str) -> None:
+        self._tip_owner = owner
+        self.setToolTip(text)
+
+    def _untip(self, owner: tuple) -> None:
+        if self._tip_owner == owner:
+            self._tip(None, "")
+
+    def _switch_hovered(self, layer: int, head: int, inside: bool) -> None:
+        self._over_switch = (layer, head) if inside else None
+        if inside:
+            self._tip(("switch", layer, head), self._switch_tip(layer, head))
+        elif self._over_thumbnail == (layer, head):   # back onto the thumbnail under it
+            self._tip(("thumbnail", layer, head), self._thumbnail_tip(layer, head))
+        else:
+            self._untip(("switch", layer, head))
+
     def _hovered(self, layer: int, head: int, cell) -> None:
+        """The thumbnail's tooltip; the box in its corner (hovered first, as it lies on top) keeps its own."""
+        self._over_thumbnail = None if cell is None else (layer, head)
         if cell is None:
-            self.setToolTip("")
-            return
+            self._untip(("thumbnail", layer, head))
+        elif self._over_switch != (layer, head):
+            self._tip(("thumbnail", layer, head), self._thumbnail_tip(layer, head))
+
+    def _thumbnail_tip(self, layer: int, head: int) -> str:
         tops = self.scale.tops if self.scale is not None else np.ones((layer + 1, head + 1))
         state = "" if self._is_on(layer, head) else f" · switched off ({self.mode_text} ablation)"
         roles = self.role_text[layer][head] if layer < len(self.role_text) else ""
-        self.setToolTip(f"L{layer} H{head}{state} · colour scale 0 – {tops[layer, head]:.3f}\n"
-                        f"click: show it large · {SWITCH_HINT}" + (f"\n{roles}" if roles else ""))
+        return (f"L{layer} H{head}{state} · colour scale 0 – {tops[layer, head]:.3f}\n"
+                f"click: show it large · {SWITCH_HINT}" + (f"\n{roles}" if roles else ""))

@@ -12,7 +12,7 @@ from core.role_badges import BADGE_THRESHOLD, BADGES, badge_mask, head_badges
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui.panels.attention_panel import AttentionPanel
-from tests.gui.qt_helpers import type_text
+from tests.gui.qt_helpers import hover, type_text
 
 SENTENCE = "The cat sat on the mat because it was tired."
 
@@ -51,9 +51,10 @@ def test_the_tooltip_gives_the_scores(show, trace, qtbot):
     planted = with_previous_token_head(trace, 0, 3)
     panel = show(AttentionPanel(), 1200, 800)
     panel.set_trace(planted)
-    panel.grid._hovered(0, 3, (1, 0))
-    tip = panel.grid.toolTip()
-    assert "prev = previous token: 1.00" in tip and "probe" in tip
+    qtbot.wait(30)
+    hover(panel.grid.viewport(), panel.grid.head_point(0, 3))
+    qtbot.waitUntil(lambda: "prev = previous token: 1.00" in panel.grid.toolTip(), timeout=5000)
+    assert "probe" in panel.grid.toolTip()
 
 
 def test_badges_follow_the_threshold_on_either_score(trace):

@@ -139,3 +139,16 @@ def test_two_quick_switches_both_hold(qtbot, window):
     attention.toggle_head(1, 1)   # before the first run is back
     qtbot.waitUntil(lambda: switched_off(window, 0, 0) and switched_off(window, 1, 1), timeout=20000)
     assert head_mask_shown(window).sum() == head_mask_shown(window).size - 2
+
+
+def test_hovering_the_box_says_what_a_click_does(qtbot, window):
+    from tests.gui.qt_helpers import hover
+
+    attention = front(qtbot, window, "attention")
+    grid = attention.grid
+    hover(grid.viewport(), grid.switch_point(0, 2))
+    qtbot.waitUntil(lambda: "click to switch it off" in grid.toolTip(), timeout=5000)
+    hover(grid.viewport(), grid.head_point(0, 2))
+    qtbot.waitUntil(lambda: "right-click or Ctrl+click" in grid.toolTip(), timeout=5000)
+    hover(grid.viewport(), grid.layer_point(1))
+    qtbot.waitUntil(lambda: "Layer 1: click to switch every head of it off" in grid.toolTip(), timeout=5000)
