@@ -107,8 +107,9 @@ def role_score(attn: np.ndarray, evidence: RoleEvidence) -> np.ndarray:  # [...,
     return mass / evidence.n_queries
 
 
-def score_roles(attn: np.ndarray, ids: np.ndarray) -> np.ndarray:  # [L, H, T, T], [T] -> [L, H, R]
-    evidence = role_evidence(ids)
+def score_roles(attn: np.ndarray, ids: np.ndarray,
+                evidence: dict[str, RoleEvidence] | None = None) -> np.ndarray:  # [L, H, T, T], [T] -> [L, H, R]
+    evidence = role_evidence(ids) if evidence is None else evidence   # given: the caller keeps it too
     return np.stack([role_score(attn, evidence[role]) for role in ROLE_NAMES], axis=-1)
 
 
@@ -137,7 +138,8 @@ class HeadRoles:
 
 def sentence_roles(trace: Trace) -> HeadRoles:
     """Every head's role scores on the trace's own sentence."""
-    return HeadRoles(score_roles(stacked_attention(trace), trace.input_ids), role_evidence(trace.input_ids))
+    evidence = role_evidence(trace.input_ids)
+    return HeadRoles(score_roles(stacked_attention(trace), trace.input_ids, evidence), evidence)
 
 
 def probe_roles(runner, n_repeats: int = PROBE_REPEATS, seed: int = PROBE_SEED) -> HeadRoles:

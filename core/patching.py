@@ -57,17 +57,26 @@ class PatchPair:
         return (metric - self.metric_corrupt) / (self.metric_clean - self.metric_corrupt) + 0.0
 
 
+@dataclass(frozen=True)
+class PairWording:
+    """How prepare_pair's messages name the two texts and how to choose other tokens: the CLI's flags by
+    default; a panel passes its own field names."""
+    clean: str = "the clean text"
+    corrupt: str = "the corrupt text"
+    other_tokens: str = "give a different --answer or --wrong"
+
+
 def logit_difference(logits: np.ndarray, answer_id: int, wrong_id: int) -> float:  # [T, V] -> scalar
     last = logits[-1].astype(np.float64)
     return float(last[answer_id] - last[wrong_id])
 
 
 def prepare_pair(runner: Runner, clean_ids, corrupt_ids, answer_id: int | None = None,
-                 wrong_id: int | None = None) -> PatchPair:
+                 wrong_id: int | None = None, wording: PairWording = PairWording()) -> PatchPair:
     """Run A and B; ValueError when they cannot be compared (lengths, equal metrics)."""
     clean_ids, corrupt_ids = np.asarray(clean_ids, np.int64), np.asarray(corrupt_ids, np.int64)
     if clean_ids.shape != corrupt_ids.shape:
-        raise ValueError(f"the clean text has {clean_ids.size} tokens and the corrupt text {corrupt_ids.size}: "
+        raise ValueError(f"{wording.clean} has {clean_ids.size} tokens and {wording.corrupt} {corrupt_ids.size}: "
                          "patching pairs the tokens position by position, so both must have the same count")
     clean, corrupt = runner.run(clean_ids), runner.run(corrupt_ids)
     vocab = runner.bundle.config.vocab_size
@@ -79,7 +88,7 @@ def prepare_pair(runner: Runner, clean_ids, corrupt_ids, answer_id: int | None =
     if answer == wrong:
         given = "the answer and the wrong token are" if answer_id is not None and wrong_id is not None else \
             "A's top prediction and B's (the default answer and wrong tokens) are"
-        raise ValueError(f"{given} the same token (#{answer}); give a different --answer or --wrong")
+        raise ValueError(f"{given} the same token (#{answer}); {wording.other_tokens}")
     pair = PatchPair(clean, corrupt, answer, wrong, logit_difference(clean.logits, answer, wrong),
                      logit_difference(corrupt.logits, answer, wrong))
     if pair.metric_clean == pair.metric_corrupt:

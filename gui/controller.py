@@ -3,6 +3,8 @@
 All model work happens on one worker thread, so the UI never waits for a forward pass, a
 tokenization, a bundle load or a file write. Jobs run one at a time, in order; only plain data
 (Trace, Runners, lists of paths) comes back, through queued signals, to the main thread.
+Experiments (patching sweeps, occlusion, the head-roles probe) have a second worker of their own
+with its own runners, so a keystroke during a long sweep is analysed at once (`run_experiment`).
 
 Stale results: every change of what should be shown (a keystroke, an append, a new bundle...)
 bumps `generation`. A job remembers the generation it was made for; once that is no longer
@@ -19,6 +21,7 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable
@@ -41,6 +44,7 @@ BACKEND_NAMES = {"onnx": "ONNX Runtime", "numpy": "the NumPy reference", "both":
 DEBOUNCE_MS = 50
 VARIANT_KEYS = {"head_mask", "expert_override", "interventions"}  # interventions: run with these instead
 WORKER_NAME = "glassbox-model-worker"
+EXPERIMENT_WORKER_NAME = "glassbox-experiment-worker"   # sweeps, occlusion, the probe: never in typing's way
 # Closing waits this long for a job to reach its next checkpoint (a stage takes tens of ms on the
 # shipped model), then leaves the thread to end on its own: see _Worker.stop.
 SHUTDOWN_WAIT_S = 0.5
@@ -187,14 +191,14 @@ class _Mailbox(QObject):
 class _Worker:
     """One Python thread running jobs in order; after `stop` it posts nothing and ends at its next checkpoint."""
 
-    def __init__(self, mailbox: _Mailbox) -> None:
+    def __init__(self, mailbox: _Mailbox, name: str = WORKER_NAME) -> None:
         self._mailbox = mailbox
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._stopping = threading.Event()
         self._post_lock = threading.Lock()   # held while posting, so that nothing is posted after stop()
         self._closed = False
         self._running_detachable = True
-        self._thread = threading.Thread(target=self._serve, name=WORKER_NAME, daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, job_id: int, job: _Job) -> None:
@@ -239,11 +243,18 @@ class _Worker:
         the process exits first, Python stops daemon threads at exit. A file write is the exception
         (`detachable=False`): closing waits for it, so that no partial file is left behind.
         """
+        self.begin_stop()
+        self.join(wait_s)
+
+    def join(self, wait_s: float) -> None:
+        self._thread.join(None if not self._running_detachable else wait_s)
+
+    def begin_stop(self) -> None:
+        """The first half of stop: from now on nothing is posted and the running job ends at its checkpoint."""
         self._stopping.set()
         with self._post_lock:
             self._closed = True
         self._queue.put(None)
-        self._thread.join(None if not self._running_detachable else wait_s)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -300,6 +311,11 @@ class Controller(QObject):
         self._mailbox.sigFailed.connect(self._on_failed)
         self._mailbox.sigSkipped.connect(self._on_skipped)
         self._worker = _Worker(self._mailbox)
+        self._experiments = _Worker(self._mailbox, EXPERIMENT_WORKER_NAME)   # see run_experiment
+        self._experiment_runners: Runners | None = None
+        self._probe: tuple[Bundle, Any] | None = None    # (bundle, its HeadRoles on the probe)
+        self._probe_asked: Bundle | None = None          # the bundle whose probe is running
+        self._probe_waiting: list = []                   # panels that asked for it
 
     # ------------------------------------------------------------ facts
     @property
@@ -319,8 +335,8 @@ class Controller(QObject):
         return self.bundle.context
 
     def is_running(self) -> bool:
-        """Whether the worker thread is alive (False once shutdown has joined it)."""
-        return self._worker.is_alive()
+        """Whether a worker thread is alive (False once shutdown has joined them)."""
+        return self._worker.is_alive() or self._experiments.is_alive()
 
     def busy(self) -> bool:
         return any(job.counts_as_busy and not job.is_stale() for job in self._jobs.values())
@@ -644,26 +660,57 @@ class Controller(QObject):
         self.flush()
 
     def run_experiment(self, job) -> None:
-        """job.fn(runner) on the worker, the runner adding the ablations in force; job.on_done / on_error here."""
-        runners, ablations = self._runners, ablations_only(self.interventions)
+        """job.fn(runner) on the experiment worker, the runner adding the ablations in force; job.on_done /
+        on_error here. Its own thread, so a keystroke during a sweep is analysed at once, not after it."""
+        runners, ablations = self._runners_for_experiments(), ablations_only(self.interventions)
         name = "onnx" if self._backend == "both" else self._backend
 
         def run(checkpoint):
             job.checkpoint = checkpoint   # closing the window stops a long sweep at its next run
             return job.fn(AblatedRunner(runners.get(name), ablations))
 
-        self._submit(_Job(run, job.on_done, job.on_error, counts_as_busy=False))
+        self._submit_experiment(_Job(run, job.on_done, job.on_error, counts_as_busy=False))
 
     def request_probe(self, panel) -> None:
-        """Score every head on the bundle's fixed probe (core.head_roles.probe_roles); answer panel.set_probe."""
-        runners, backend = self._runners, "onnx" if self._backend == "both" else self._backend
+        """Score every head on the bundle's fixed probe (core.head_roles.probe_roles); answer panel.set_probe.
+
+        One probe per bundle answers every panel that asks (the Attention grid's badges, the Head roles
+        table). It runs on ONNX Runtime whatever the backend: the probe is a property of the bundle, both
+        runners agree on it within the parity tolerance, and the NumPy reference takes seconds for it."""
+        bundle = self.bundle
+        if self._probe is not None and self._probe[0] is bundle:
+            roles = self._probe[1]
+            QTimer.singleShot(0, lambda: _alive(panel) and panel.set_probe(roles))   # not inside the panel's draw
+            return
+        self._probe_waiting.append(panel)
+        if self._probe_asked is bundle:
+            return
+        self._probe_asked = bundle
 
         def answer(roles) -> None:
-            if _alive(panel):
-                panel.set_probe(roles)
+            self._probe = (bundle, roles)
+            waiting, self._probe_waiting = self._probe_waiting, []
+            for asked in waiting:
+                if _alive(asked):
+                    asked.set_probe(roles)
 
-        self._submit(_Job(partial(probe_scores, runners, backend), answer, self._report_error,
-                          lambda: runners is not self._runners, counts_as_busy=False))
+        def failed(message: str) -> None:
+            self._probe_asked, self._probe_waiting = None, []
+            self._report_error(message)
+
+        self._submit_experiment(_Job(partial(probe_scores, self._runners_for_experiments(), "onnx"), answer, failed,
+                                     lambda: bundle is not self.bundle, counts_as_busy=False))
+
+    def _runners_for_experiments(self) -> Runners:
+        """Runners of the current bundle that only the experiment worker uses (Runners.get is one thread's)."""
+        if self._experiment_runners is None or self._experiment_runners.bundle is not self.bundle:
+            self._experiment_runners = Runners(self.bundle)
+        return self._experiment_runners
+
+    def _submit_experiment(self, job: _Job) -> None:
+        job_id = next(self._job_ids)
+        self._jobs[job_id] = job
+        self._experiments.submit(job_id, job)
 
     # ------------------------------------------------------------ readouts and sessions (gui/readout_job.py, gui/session_actions.py)
     @property
@@ -750,7 +797,10 @@ class Controller(QObject):
         self._debounce.stop()
         self.generation += 1
         self._cancels += 1
+        deadline = time.monotonic() + SHUTDOWN_WAIT_S   # both stop at once: closing waits SHUTDOWN_WAIT_S in all
+        self._experiments.begin_stop()
         self._worker.stop(SHUTDOWN_WAIT_S)
+        self._experiments.join(max(0.0, deadline - time.monotonic()))
         self._jobs.clear()
 
 

@@ -1,6 +1,7 @@
-"""A long experiment (a patching sweep, an occlusion) run on the controller's model worker, with progress and Cancel.
+"""A long experiment (a patching sweep, an occlusion) run on the controller's experiment worker, with progress and Cancel.
 
-The panel builds the job; the controller calls `fn(runner)` on its worker thread and hands the
+The panel builds the job; the controller calls `fn(runner)` on its experiment thread (not the one
+that analyses the sentence, so typing is never held up by a sweep) and hands the
 result to `on_done` (or the one-line message to `on_error`) on the UI thread. The job's
 `progress(done, total)` is what core's sweeps call after each run: it forwards the count to the
 UI through a queued signal and raises `Cancelled` once Cancel was pressed, which ends the sweep.

@@ -8,25 +8,46 @@ whose scales, hover text and tables come from core.attention_view:
 - the head view (gui.head_lines): the selected head, or every head of the layer in its own colour.
 
 A selection change redraws only what depends on it: clicking through heads never redraws the grid.
+
+The grid also switches heads off and on (its corner boxes, right-click, a layer's name): the panel
+turns that into the app's one core.interventions.Interventions value — the head mask changed, the
+ablate mode and experts kept — and asks the controller for it (sigSetInterventions), as the
+Interventions panel does; both show the run in force, so a switch in one shows in the other. The
+mode box here shows and edits that same ablate mode. Role badges come from core.role_badges: the
+sentence's scores from the Trace, the probe's from the controller's worker (sigRequestProbe).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
+from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
 from core import attention_view as av
+from core.experiment_runs import ablations_only
+from core.head_roles import HeadRoles, sentence_roles
+from core.interventions import Interventions
+from core.role_badges import BADGE_THRESHOLD, BADGES, head_badges, score_lines
 from gui import plotting
 from gui.head_grid import MARK_COLOUR, HeadGrid
 from gui.head_lines import HeadLinesView
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
+from gui.qt_signals import qt_signals_blocked
 
 # Okabe–Ito: distinguishable for colour-blind readers; more heads than colours cycle through them.
 HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 HOVER_HINT = "Hover a cell for its weight and score; click it to select that query and key."
+ABLATE_CHOICES = (("zero", "zero"), ("mean", "its mean"))   # (Interventions.ablate_mode, shown)
+GRID_HINT = f"Badges: role score ≥ {BADGE_THRESHOLD:g} · switch off: corner box, right-click, or a layer's name"
+GRID_HELP = (f"Badges ({' · '.join(BADGES.values())}): a role the head scores ≥ {BADGE_THRESHOLD:g} on, on this "
+             "sentence or on the probe; hover a thumbnail for its scores (the Head roles panel defines them). "
+             "Switch a head off with its corner box, a right-click or Ctrl+click; a whole layer by clicking its name.")
+ABLATE_HELP = ("What a head switched off in the grid (or in the Interventions panel: the same setting) outputs: "
+               "zero, or its mean output over this sentence's positions.")
 
 
 class AttentionPanel(Panel):
@@ -34,8 +55,14 @@ class AttentionPanel(Panel):
     object_name = "attention"
     empty_text = "Type a sentence to see how each token attends to the ones before it."
 
+    sigRequestProbe = Signal()   # the controller answers set_probe(HeadRoles) for the current bundle
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._pending: Interventions | None = None   # asked for, not yet the run shown
+        self.roles: HeadRoles | None = None          # role scores on the sentence
+        self.probe: HeadRoles | None = None          # role scores on the bundle's probe
+        self._probe_model = None                     # the model the probe was asked for
         self._cmap = plotting.colormap()
         self._trace_serial = 0               # bumps on every set_trace: what "the trace changed" means
         self._drawn: dict[str, tuple] = {}   # what each view last drew, to skip redraws
@@ -55,14 +82,25 @@ class AttentionPanel(Panel):
         self.all_heads_box = QCheckBox("Lines: all heads of the layer")
         self.all_heads_box.setToolTip("Head view: every head of the selected layer, one colour per head")
         self.all_heads_box.toggled.connect(self.refresh)
+        self.ablate_combo = QComboBox()
+        for mode, shown in ABLATE_CHOICES:
+            self.ablate_combo.addItem(shown, mode)
+        self.ablate_combo.setToolTip(ABLATE_HELP)
+        self.ablate_combo.currentIndexChanged.connect(lambda _index: self._set_ablate_mode())
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Colour scale:"))
         controls.addWidget(self.scale_combo)
         controls.addStretch(1)
+        switched_off = QLabel("A switched-off head outputs")
+        switched_off.setToolTip(ABLATE_HELP)
+        controls.addWidget(switched_off)
+        controls.addWidget(self.ablate_combo)
         controls.addWidget(self.all_heads_box)
 
         self.grid = HeadGrid()
         self.grid.sigHeadClicked.connect(lambda layer, head: self.sigSelect.emit({"layer": layer, "head": head}))
+        self.grid.sigHeadToggled.connect(self.toggle_head)
+        self.grid.sigLayerToggled.connect(self.toggle_layer)
         self.matrix_view = self._build_matrix()
         self.hover_label = QLabel(HOVER_HINT)
         self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -80,8 +118,17 @@ class AttentionPanel(Panel):
         matrix_layout.addWidget(self.hover_label)
         # The large head gets the full height (every row labelled while it can be); the grid sits
         # above the head view, whose width suits a row of thumbnails.
+        self.grid.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
+        self.grid_help = QLabel(GRID_HINT)
+        self.grid_help.setToolTip(GRID_HELP)
+        self.grid_help.setWordWrap(True)
+        grid_box = QWidget()
+        grid_layout = QVBoxLayout(grid_box)
+        grid_layout.setContentsMargins(0, 0, 0, 0)
+        grid_layout.addWidget(self.grid, 1)
+        grid_layout.addWidget(self.grid_help)
         right = QSplitter(Qt.Orientation.Vertical)
-        right.addWidget(self.grid)
+        right.addWidget(grid_box)
         right.addWidget(self.lines_scroll)
         right.setSizes([200, 360])   # proportions: a row of thumbnails, the head view below
         content = QSplitter(Qt.Orientation.Horizontal)
@@ -114,8 +161,15 @@ class AttentionPanel(Panel):
     # -------------------------------------------------------------- contract
     def set_trace(self, trace) -> None:
         self._trace_serial += 1
+        self._pending = None   # the new run carries the interventions in force
         self._maxima = av.head_maxima(trace) if trace is not None else None
+        self.roles = None
         super().set_trace(trace)
+
+    def set_probe(self, probe: HeadRoles) -> None:
+        """The controller's answer to sigRequestProbe: role scores on the current bundle's probe."""
+        self.probe = probe
+        self.refresh()
 
     def clear(self) -> None:
         self._drawn.clear()
@@ -128,6 +182,11 @@ class AttentionPanel(Panel):
         self.scale = av.attention_scale(self._maxima, self.scale_combo.currentData())
         if self._changed("grid", self._trace_serial, self.scale.mode.key):
             self.grid.show_heads(trace, self.scale)
+        if self._changed("switches", self._trace_serial):
+            self._show_switches(self.in_force())
+        self._ask_for_probe()
+        if self._changed("badges", self._trace_serial, id(self.probe)):
+            self._draw_badges()
         self.grid.select(layer, head)
         if self._changed("labels", self._trace_serial):
             self.hover_label.setText(HOVER_HINT)
@@ -184,6 +243,62 @@ class AttentionPanel(Panel):
         # Keep both label columns in sight: the splitter will not squeeze the head view below this.
         scroll_bar = self.lines_scroll.verticalScrollBar().sizeHint().width()
         self.lines_scroll.setMinimumWidth(self.lines_view.minimumSizeHint().width() + scroll_bar + 4)
+
+    def _draw_badges(self) -> None:
+        if self.roles is None:
+            self.roles = sentence_roles(self.trace)
+        L, H = self.trace.num_layers, self.trace.num_heads
+        probe = self.probe if self.probe is not None and self.probe.scores.shape[:2] == (L, H) else None
+        self.grid.set_badges(head_badges(self.roles, probe),
+                             [[score_lines(self.roles, probe, l, h) for h in range(H)] for l in range(L)])
+
+    def _ask_for_probe(self) -> None:
+        model = self.trace.weights.get("model.norm.weight")   # one array per bundle: a new bundle, a new probe
+        if model is not None and model is not self._probe_model:
+            self._probe_model, self.probe = model, None
+            self.sigRequestProbe.emit()
+
+    # -------------------------------------------------------------- switching heads off
+    def in_force(self) -> Interventions:
+        """The ablations of the run shown, or those just asked for (a second click before the run is back)."""
+        if self._pending is not None:
+            return self._pending
+        # The trace's own head mask is the run's; its interventions give the mode and the experts off.
+        return replace(ablations_only(self.trace.interventions), head_mask=self.trace.head_mask)
+
+    def _head_mask(self) -> np.ndarray:  # -> [L, H] float32, a copy to change
+        return np.array(self.in_force().head_mask, np.float32)
+
+    def toggle_head(self, layer: int, head: int) -> None:
+        """Switch one head off (to 0), or back on (to 1) if it is off."""
+        if self.trace is None:
+            return
+        mask = self._head_mask()
+        mask[layer, head] = 0.0 if mask[layer, head] != 0 else 1.0
+        self._ask(mask, self.in_force().ablate_mode)
+
+    def toggle_layer(self, layer: int) -> None:
+        """Every head of the layer off while any is on; all back on once all are off."""
+        if self.trace is None:
+            return
+        mask = self._head_mask()
+        mask[layer] = 0.0 if (mask[layer] != 0).any() else 1.0
+        self._ask(mask, self.in_force().ablate_mode)
+
+    def _set_ablate_mode(self) -> None:
+        if self.trace is not None and self.ablate_combo.currentData() != self.in_force().ablate_mode:
+            self._ask(self._head_mask(), self.ablate_combo.currentData())
+
+    def _ask(self, head_mask: np.ndarray, mode: str) -> None:
+        current = self.in_force()
+        self._pending = Interventions(head_mask=head_mask, ablate_mode=mode, experts_off=current.experts_off)
+        self._show_switches(self._pending)
+        self.sigSetInterventions.emit(self._pending)
+
+    def _show_switches(self, interventions: Interventions) -> None:
+        self.grid.set_switches(interventions.head_mask, interventions.ablate_mode)
+        with qt_signals_blocked(self.ablate_combo):
+            self.ablate_combo.setCurrentIndex(self.ablate_combo.findData(interventions.ablate_mode))
 
     # -------------------------------------------------------------- mouse
     def _on_cell_hovered(self, cell) -> None:

@@ -1,10 +1,11 @@
-"""Interventions: the one place where heads and experts are switched off, for every run the app makes.
+"""Interventions: every head and expert switch in one panel, for every run the app makes.
 
-Why a panel of its own rather than toggles inside the Attention and MoE panels: the ablations
-hold for every panel at once (and for the sweeps and occlusion), so they are set in one place
-with one zero/mean choice, and the other panels only say that they are in force (the banner).
-A box per head, one per layer (all its heads), one per expert and layer; each change re-runs the
-sentence with the new ablations (the controller's set_interventions).
+The ablations hold for every panel at once (and for the sweeps and occlusion), so there is one
+value of them, the controller's core.interventions.Interventions, with one zero/mean choice. This
+panel edits it — a box per head, one per layer (all its heads), one per expert and layer — and so
+does the attention grid (its corner boxes, and the same zero/mean setting beside it); both ask the
+controller (sigSetInterventions), which re-runs the sentence, and both show the run in force, so a
+switch made in one shows in the other. The other panels say what is in force (the banner).
 """
 from __future__ import annotations
 

@@ -2,15 +2,15 @@
 
 For the selected position P and a target token (default: the top prediction there), each token
 up to P is removed in turn, or replaced by a baseline token the user types, and the change in
-log p(target) is drawn as a colour strip over the sentence and listed in a table (core.occlusion).
+log p(target) is drawn over the sentence — each token's text on its colour (gui.token_strip) — and
+listed in a table (core.occlusion).
 Beside it, attention rollout — row P of the product of the attention matrices with the residual
 added (Abnar & Zuidema 2020) — which sees only attention weights: where the two disagree, the
-user sees why attention alone is not an explanation. The runs go to the controller's worker.
+user sees why attention alone is not an explanation. The runs go to the controller's experiment worker.
 """
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
@@ -19,9 +19,8 @@ from core.occlusion import REMOVE, Occlusion, occlude
 from core.raw_export import csv_text
 from gui import plotting
 from gui.experiment_job import ExperimentJob
-from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
-from gui.panels.patching_panel import scale_bar
+from gui.token_strip import ColourScale, TokenStrip
 
 ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
@@ -80,20 +79,21 @@ class OcclusionPanel(Panel):
             row.addWidget(widget)
         return row
 
-    def _build_strips(self) -> pg.GraphicsLayoutWidget:
-        self.strips = pg.GraphicsLayoutWidget()
-        self.strips.addLabel("Occlusion: change in log p(target) when the token is taken out", row=0, col=0)
-        self.delta_plot = Heatmap("", "", rows_named=False)
-        self.strips.addItem(self.delta_plot, row=1, col=0)
-        self.delta_bar = scale_bar((-1, 1), plotting.colormap(plotting.DIVERGING), "Δ log p")
-        self.strips.addItem(self.delta_bar, row=1, col=1)
-        self.strips.addLabel("Attention rollout (an approximation)", row=2, col=0)
-        self.rollout_plot = Heatmap("token", "", rows_named=False)
-        self.strips.addItem(self.rollout_plot, row=3, col=0)
-        self.rollout_bar = scale_bar((0, 1), plotting.colormap(), "share")
-        self.strips.addItem(self.rollout_bar, row=3, col=1)
-        for plot in (self.delta_plot, self.rollout_plot):
-            plot.getAxis("left").setTicks([[]])
+    def _build_strips(self) -> QWidget:
+        """The figure: the sentence coloured by occlusion, its key, then coloured by rollout, its key."""
+        self.strips = QWidget()
+        self.strips.setStyleSheet("background: white")
+        layout = QVBoxLayout(self.strips)
+        self.delta_strip, self.rollout_strip = TokenStrip(12.0, 8.0), TokenStrip(12.0, 8.0)
+        self.delta_bar = ColourScale(plotting.colormap(plotting.DIVERGING), "Δ log p")
+        self.rollout_bar = ColourScale(plotting.colormap(), "share")
+        for title, strip, bar in (("Occlusion: change in log p(target) when the token is taken out",
+                                   self.delta_strip, self.delta_bar),
+                                  ("Attention rollout (an approximation)", self.rollout_strip, self.rollout_bar)):
+            layout.addWidget(QLabel(title))
+            layout.addWidget(strip)
+            layout.addWidget(bar)
+        layout.addStretch(1)
         return self.strips
 
     # ------------------------------------------------------------ running
@@ -137,15 +137,14 @@ class OcclusionPanel(Panel):
                              f"each earlier token {how} in turn.")
         span = float(np.nanmax(np.abs(result.delta_logprob))) if np.isfinite(result.delta_logprob).any() else 1.0
         span = max(span, 1e-6)
-        self.delta_plot.set_rgba(plotting.masked_rgba(result.delta_logprob[None, :], (-span, span),
-                                                      plotting.colormap(plotting.DIVERGING),
-                                                      np.isnan(result.delta_logprob)[None, :]))
-        self.delta_bar.setLevels((-span, span))
+        self.delta_strip.set_values(labels, result.delta_logprob, (-span, span),
+                                    plotting.colormap(plotting.DIVERGING), skipped="not run")
+        self.delta_bar.set_levels((-span, span))
         top = max(float(result.rollout.max()), 1e-6)
-        self.rollout_plot.set_rgba(plotting.masked_rgba(result.rollout[None, :], (0, top), plotting.colormap()))
-        self.rollout_bar.setLevels((0, top))
-        for plot in (self.delta_plot, self.rollout_plot):
-            plot.set_col_labels(labels)
+        self.rollout_strip.set_values(labels, result.rollout, (0, top), plotting.colormap(), "{:.2f}")
+        self.rollout_bar.set_levels((0, top))
+        for strip in (self.delta_strip, self.rollout_strip):
+            strip.set_marked(result.position)
         self._fill_table(labels)
 
     def _labels(self, result: Occlusion) -> list[str]:

@@ -3,19 +3,20 @@
 The metric is logit(answer) - logit(wrong) after the last token, normalised so 0 = B's value and
 1 = A's (core.patching). Four sweeps, each a heatmap: the residual stream [stage, position],
 every head's output [layer, head], every head at one position [layer.head, position], every
-expert [layer, expert]. The sweeps run on the controller's model worker with a progress bar and
+expert [layer, expert]. The sweeps run on the controller's experiment worker with a progress bar and
 Cancel; clicking a cell shows B with that one site patched in every panel.
 """
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QVBoxLayout,
-                               QWidget)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea,
+                               QVBoxLayout, QWidget)
 
 from core.experiment_commands import parse_token
 from core.interventions import stage_names
-from core.patching import PatchResult, cell_interventions, prepare_pair, run_all_sweeps
+from core.patching import PairWording, PatchResult, cell_interventions, prepare_pair, run_all_sweeps
 from core.raw_export import csv_text, matrix_csv_text
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -25,6 +26,13 @@ from gui.panels.base import Figure, Panel
 METRIC_LEVELS = (-1.0, 1.0)   # normalised metric: 0 = B, 1 = A; overshoots are clipped to the ends
 SWEEP_TITLES = {"resid": "Residual stream [stage × position]", "heads": "Heads [layer × head], all positions",
                 "heads_pos": "Head × position [layer.head × position]", "experts": "Experts [layer × expert]"}
+STAGES_NOTE = "Stages: emb = the embedding; Ln.attn = after layer n's attention; Ln = after layer n."
+MIN_VIEW_SIZE = (360, 260)   # a sweep's heatmap stays legible: below two of these side by side, one column
+
+
+# The messages name this panel's own fields, not the CLI's flags.
+WORDING = PairWording(clean="sentence A (the sentence bar)", corrupt="sentence B",
+                      other_tokens="type another token in the answer or wrong field")
 
 
 def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, progress):
@@ -34,9 +42,9 @@ def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, 
     corrupt_ids = tokenization.ids
     if not corrupt_ids:
         raise ValueError("type sentence B first")
-    answer_id = parse_token(tokenizer, answer, "answer") if answer else None
-    wrong_id = parse_token(tokenizer, wrong, "wrong") if wrong else None
-    pair = prepare_pair(runner, clean_ids, corrupt_ids, answer_id, wrong_id)
+    answer_id = parse_token(tokenizer, answer, "the answer field's") if answer else None
+    wrong_id = parse_token(tokenizer, wrong, "the wrong field's") if wrong else None
+    pair = prepare_pair(runner, clean_ids, corrupt_ids, answer_id, wrong_id, WORDING)
     return run_all_sweeps(runner, pair, progress), [token.display for token in tokenization.tokens]
 
 
@@ -46,11 +54,45 @@ def scale_bar(levels: tuple[float, float], cmap: pg.ColorMap, label: str) -> pg.
 
 
 def stage_label(name: str) -> str:
-    """"layers.1.resid_mid" -> "L1 after attn", "layers.1.resid_post" -> "L1 after layer"."""
+    """Short, so the stage axis stays legible: "embed" -> "emb", "layers.1.resid_mid" -> "L1.attn" (after its
+    attention), "layers.1.resid_post" -> "L1" (after the layer)."""
     if name == "embed":
-        return "embedding"
+        return "emb"
     _, layer, stage = name.split(".")
-    return f"L{layer} after {'attn' if stage == 'resid_mid' else 'layer'}"
+    return f"L{layer}.attn" if stage == "resid_mid" else f"L{layer}"
+
+
+class SweepViews(QScrollArea):
+    """The sweep views, two to a row when each gets MIN_VIEW_SIZE and one to a row below that; it scrolls."""
+
+    def __init__(self, views: list[QWidget]) -> None:
+        super().__init__()
+        self.views = views
+        inner = QWidget()
+        self.grid = QGridLayout(inner)
+        self.grid.setContentsMargins(0, 0, 0, 0)
+        for view in views:
+            view.setMinimumSize(*MIN_VIEW_SIZE)
+        self.columns = 0
+        self._place(2)
+        self.setWidgetResizable(True)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        self.setWidget(inner)
+
+    def _place(self, columns: int) -> None:
+        if columns == self.columns:
+            return
+        for view in self.views:
+            self.grid.removeWidget(view)
+        for i, view in enumerate(self.views):
+            self.grid.addWidget(view, i // columns, i % columns)
+        self.columns = columns
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        # The room the scroll area has, not the inner widget's width (which two columns would hold open).
+        wide = event.size().width() - self.verticalScrollBar().sizeHint().width() >= 2 * MIN_VIEW_SIZE[0] + 8
+        self._place(2 if wide else 1)
+        super().resizeEvent(event)
 
 
 class PatchingPanel(Panel):
@@ -73,21 +115,23 @@ class PatchingPanel(Panel):
         self.summary.setObjectName("patching_summary")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
-        grid = QGridLayout()
+        stages = QLabel(STAGES_NOTE)
+        stages.setWordWrap(True)
+        layout.addWidget(stages)
         self.views: dict[str, pg.GraphicsLayoutWidget] = {}
         self.plots: dict[str, Heatmap] = {}
-        for i, kind in enumerate(SWEEP_TITLES):
-            grid.addWidget(self._build_view(kind), i // 2, i % 2)
-        layout.addLayout(grid, 1)
+        self.sweeps = SweepViews([self._build_view(kind) for kind in SWEEP_TITLES])
+        layout.addWidget(self.sweeps, 1)
         self.set_content(page)
 
-    def _build_inputs(self) -> QHBoxLayout:
-        row = QHBoxLayout()
+    def _build_inputs(self) -> QVBoxLayout:
+        """Sentence B on its own line (it is as long as A), then the two tokens, Run, Cancel and the progress."""
+        rows, row, tokens = QVBoxLayout(), QHBoxLayout(), QHBoxLayout()
         self.corrupt_edit = QLineEdit()
         self.corrupt_edit.setPlaceholderText("sentence B (the corrupt run), e.g. 订单取消了。订单")
         self.answer_edit, self.wrong_edit = QLineEdit(), QLineEdit()
-        self.answer_edit.setPlaceholderText("answer: A's top token")
-        self.wrong_edit.setPlaceholderText("wrong: B's top token")
+        self.answer_edit.setPlaceholderText("A's top token")
+        self.wrong_edit.setPlaceholderText("B's top token")
         for edit in (self.answer_edit, self.wrong_edit):
             edit.setToolTip("one token, as text or #ID; empty: the default")
             edit.setMaximumWidth(150)
@@ -99,15 +143,20 @@ class PatchingPanel(Panel):
         self.progress.setMaximumWidth(160)
         row.addWidget(QLabel("B:"))
         row.addWidget(self.corrupt_edit, 1)
-        for widget in (self.answer_edit, self.wrong_edit, self.run_button, self.cancel_button, self.progress):
-            row.addWidget(widget)
-        return row
+        for widget in (QLabel("answer:"), self.answer_edit, QLabel("wrong:"), self.wrong_edit, self.run_button,
+                       self.cancel_button, self.progress):
+            tokens.addWidget(widget)
+        tokens.addStretch(1)
+        rows.addLayout(row)
+        rows.addLayout(tokens)
+        return rows
 
     def _build_view(self, kind: str) -> pg.GraphicsLayoutWidget:
         view = pg.GraphicsLayoutWidget()
         view.addLabel(SWEEP_TITLES[kind], row=0, col=0)
         x_title = {"heads": "head", "experts": "expert"}.get(kind, "position (B's token)")
-        y_title = {"resid": "stage", "heads_pos": "layer.head"}.get(kind, "layer")
+        # The stage and layer.head rows are named in the title: an axis title would sit on their labels.
+        y_title = {"resid": "", "heads_pos": ""}.get(kind, "layer")
         plot = Heatmap(x_title, y_title)
         view.addItem(plot, row=1, col=0)
         view.addItem(scale_bar(METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A"), row=1, col=1)

@@ -1,0 +1,107 @@
+"""A value per token drawn on the sentence itself: each token's text over its colour, and the scale beside it.
+
+TokenStrip is a ChipFlow (the tokens wrap like text, and render to PNG/SVG as on screen) whose text
+is dark or light by its fill, so a token stays legible at either end of a colour map. ColourScale is
+the horizontal key: the colour map from its low to its high value, with both ends and the middle
+written under it.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QLinearGradient, QPainter
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from gui import plotting
+from gui.chip_flow import PAD_Y, Chip, ChipFlow
+from gui.fonts import ui_font
+
+DARK_TEXT, LIGHT_TEXT = QColor(20, 20, 20), QColor(250, 250, 250)
+NOT_MEASURED = QColor(*plotting.MASKED_RGBA[:3])   # a NaN value: the token was not measured (e.g. after P)
+
+
+def readable_on(fill: QColor) -> QColor:
+    """Dark text on a light fill, light text on a dark one (relative luminance, sRGB weights)."""
+    luminance = 0.2126 * fill.redF() + 0.7152 * fill.greenF() + 0.0722 * fill.blueF()
+    return DARK_TEXT if luminance > 0.45 else LIGHT_TEXT
+
+
+def token_fills(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorMap) -> list[QColor]:  # [T] -> T
+    """Each value's colour on the map."""
+    rgba = plotting.masked_rgba(np.asarray(values, np.float64)[None, :], levels, cmap)[0]
+    return [QColor(int(r), int(g), int(b)) for r, g, b, _ in rgba]
+
+
+class TokenStrip(ChipFlow):
+    """Tokens as chips filled with their value's colour; the text contrasts with the fill."""
+
+    def set_values(self, labels: Sequence[str], values: np.ndarray, levels: tuple[float, float],
+                   cmap: pg.ColorMap, value_format: str = "{:+.2f}", skipped: str = "") -> None:
+        """One chip per token: its label, then its value (`skipped`, on grey, where the value is NaN)."""
+        values = np.asarray(values, np.float64)
+        chips = [Chip((label, skipped), NOT_MEASURED) if np.isnan(value) else
+                 Chip((label, value_format.format(value)), fill)
+                 for label, value, fill in zip(labels, values, token_fills(values, levels, cmap))]
+        self.set_chips(chips)
+
+    def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
+        """As ChipFlow draws them, each in the colour its fill needs."""
+        painter.setFont(self._big if big else self._small)
+        big_h, small = self._big_metrics.height(), self._small_metrics
+        for index in shown:
+            rect, lines, widths = self._rects[index], self._chips[index].lines, self._line_widths[index]
+            painter.setPen(readable_on(self._chips[index].fill))
+            if big:
+                baseline = rect.y() + PAD_Y + self._big_metrics.ascent()
+                painter.drawText(QPointF(rect.x() + (rect.width() - widths[0]) / 2, baseline), lines[0])
+                continue
+            for row, (text, width) in enumerate(zip(lines[1:], widths[1:])):
+                baseline = rect.y() + PAD_Y + big_h + row * small.height() + small.ascent()
+                painter.drawText(QPointF(rect.x() + (rect.width() - width) / 2, baseline), text)
+
+
+class ColourScale(QWidget):
+    """A horizontal colour key: the map from low (left) to high (right), the ends and middle labelled."""
+
+    def __init__(self, cmap: pg.ColorMap, title: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._cmap, self._title = cmap, title
+        self._levels = (0.0, 1.0)
+        self._font = ui_font(8)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self.setFixedHeight(int(QFontMetricsF(self._font).height() * 2 + 16))
+
+    def set_levels(self, levels: tuple[float, float]) -> None:
+        self._levels = plotting.finite_levels(levels)
+        self.update()
+
+    def levels(self) -> tuple[float, float]:
+        return self._levels
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(320, self.height())
+
+    def paintEvent(self, event) -> None:  # noqa: N802
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        metrics = QFontMetricsF(self._font)
+        painter.setFont(self._font)
+        title_width = metrics.horizontalAdvance(self._title) + 12
+        bar = QRectF(title_width, 4, max(40.0, min(self.width() - title_width - 30, 360)), metrics.height())
+        painter.setPen(QColor(20, 20, 20))
+        painter.drawText(QRectF(0, bar.top(), title_width, bar.height()),
+                         Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self._title)
+        gradient = QLinearGradient(bar.topLeft(), bar.topRight())
+        lut = self._cmap.getLookupTable(0.0, 1.0, 16, alpha=False)
+        for i, (r, g, b) in enumerate(lut):
+            gradient.setColorAt(i / (len(lut) - 1), QColor(int(r), int(g), int(b)))
+        painter.fillRect(bar, gradient)
+        painter.drawRect(bar)
+        low, high = self._levels
+        for fraction, value in ((0.0, low), (0.5, (low + high) / 2), (1.0, high)):
+            text = f"{value:+.3g}" if low < 0 else f"{value:.3g}"
+            x = bar.left() + fraction * bar.width() - metrics.horizontalAdvance(text) / 2
+            painter.drawText(QPointF(max(x, bar.left() - 4), bar.bottom() + 4 + metrics.ascent()), text)

@@ -1,0 +1,111 @@
+"""The Patching and Occlusion panels as a user reads them: the panel's own field names in messages, short stage
+labels and legible sweeps in a small dock, occlusion colours behind the sentence's own text."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPoint
+
+from core.bundle import load_bundle
+from core.occlusion import occlude
+from core.runners import OnnxRunner
+from core.session import analyse
+from gui import plotting
+from gui.panels.occlusion_panel import OcclusionPanel
+from gui.panels.patching_panel import MIN_VIEW_SIZE, PatchingPanel
+from gui.token_strip import token_fills
+
+A, B = "订单成功了。订单", "订单取消了。订单"
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return OnnxRunner(load_bundle(None))
+
+
+@pytest.fixture(scope="module")
+def clean(runner):
+    return analyse(runner, A)
+
+
+def run_jobs_here(panel, runner):
+    """Stand in for the controller: run each experiment job at once, on this thread."""
+    def run(job):
+        try:
+            result = job.fn(runner)
+        except ValueError as exc:
+            job.on_error(str(exc))
+        else:
+            job.on_done(result)
+    panel.sigRunExperiment.connect(run)
+
+
+@pytest.fixture()
+def patching(show, runner, clean):
+    panel = show(PatchingPanel(), 576, 470)   # the right dock of a 1280 x 800 window
+    run_jobs_here(panel, runner)
+    panel.set_trace(clean)
+    return panel
+
+
+def test_patching_messages_name_the_panels_fields_not_the_cli_flags(patching):
+    patching.corrupt_edit.setText(B)
+    patching.answer_edit.setText("#5")
+    patching.wrong_edit.setText("#5")
+    patching.run_button.click()
+    message = patching.summary.text()
+    assert "answer or wrong field" in message and "--" not in message
+
+    patching.answer_edit.setText("")
+    patching.wrong_edit.setText("")
+    patching.corrupt_edit.setText("订单")
+    patching.run_button.click()
+    message = patching.summary.text()
+    assert "sentence B" in message and "same count" in message and "--" not in message
+
+
+def test_the_sweeps_are_legible_in_a_small_dock(patching, qtbot):
+    patching.corrupt_edit.setText(B)
+    patching.run_button.click()
+    assert patching.result is not None
+    qtbot.wait(50)
+    resid = patching.plots["resid"]
+    L = patching.result.heads.shape[0]
+    stages = ["emb"] + [name for l in range(L) for name in (f"L{l}.attn", f"L{l}")]
+    assert resid.getAxis("left").labels() == stages
+    assert patching.sweeps.columns == 1   # one sweep to a row: each keeps its legible size, the panel scrolls
+    for view in patching.views.values():
+        assert view.width() >= MIN_VIEW_SIZE[0] and view.height() >= MIN_VIEW_SIZE[1]
+    axis = resid.getAxis("left")
+    rows_px = resid.vb.height() / len(stages)
+    assert axis.label_step(rows_px) == 1   # every stage named, none overlapping the next
+
+    patching.resize(1280, 800)
+    qtbot.wait(50)
+    assert patching.sweeps.columns == 2
+
+
+def test_occlusion_colours_sit_behind_each_tokens_own_text(show, runner, clean, qtbot):
+    panel = show(OcclusionPanel(), 1000, 600)
+    panel.set_trace(clean)
+    result = occlude(runner, clean.input_ids)
+    panel.show_result(result)
+    qtbot.wait(50)
+    strip = panel.delta_strip
+    labels = clean.labels()
+    assert strip.chip_count() == clean.n_tokens
+    assert [strip.chip_lines(t)[0] for t in range(clean.n_tokens)] == labels   # the sentence's own text
+    span = float(np.nanmax(np.abs(result.delta_logprob)))
+    fills = token_fills(result.delta_logprob, (-span, span), plotting.colormap(plotting.DIVERGING))
+    image = strip.grab().toImage()
+    biggest = int(np.nanargmax(np.abs(result.delta_logprob)))
+    rect = strip.chip_rect(biggest)
+    inside = QPoint(int(rect.left() + 3), int(rect.center().y()))   # inside the chip, beside its text
+    shown = image.pixelColor(inside)
+    expected = fills[biggest]
+    assert max(abs(shown.red() - expected.red()), abs(shown.green() - expected.green()),
+               abs(shown.blue() - expected.blue())) <= 3
+    text_pixels = [image.pixelColor(x, int(rect.top() + 10)) for x in range(int(rect.left() + 4), int(rect.right() - 4))]
+    assert any(abs(p.lightness() - expected.lightness()) > 60 for p in text_pixels)   # its text drawn over it
+    assert [panel.rollout_strip.chip_lines(t)[0] for t in range(clean.n_tokens)] == labels
+    assert panel.delta_bar.levels() == pytest.approx((-span, span))
