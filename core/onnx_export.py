@@ -19,6 +19,7 @@ defaults have a position axis of 1, which broadcasts over the T positions):
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from pathlib import Path
 from typing import BinaryIO, Mapping
@@ -234,7 +235,10 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
     emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
     head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
     rows = g.op("Slice", final_norm, g.op("Unsqueeze", "logits_from", g.i64(0)), n_tokens, g.i64(0))
-    emit(g.linear(rows, head), "logits", np.float32, ["R", cfg.vocab_size])
+    # logits = rows @ head.T computed as (head @ rows.T).T: onnxruntime packs a constant *second* operand
+    # into a copy at load, and the [V, D] head (the embedding itself when tied) is the largest weight.
+    by_vocab = g.op("MatMul", head, g.op("Transpose", rows, perm=[1, 0]))                 # [V, R]
+    emit(g.op("Transpose", by_vocab, perm=[1, 0]), "logits", np.float32, ["R", cfg.vocab_size])
 
     inputs = [
         helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
@@ -322,10 +326,19 @@ def read_weights(model: onnx.ModelProto, config: ModelConfig,
     """
     wanted = weight_shapes(config)
     found = {t.name: t for t in model.graph.initializer if t.name in wanted}
-    weights = {name: _mapped(t, Path(folder)) if folder is not None and uses_external_data(t)
+    files: dict[str, np.memmap] = {}  # one read-only mapping per data file, shared by its tensors
+    weights = {name: _mapped(t, Path(folder), files) if folder is not None and uses_external_data(t)
                else numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
     check_weights(config, weights)
     return weights
+
+
+def release_pages(weights: Mapping[str, np.ndarray]) -> None:
+    """Let the kernel drop the pages of mapped weights that checks have read (they count as this process's
+    memory until then): a 0.5B model's 2 GB would otherwise sit beside onnxruntime's own copy. A later
+    read maps them again from the page cache; arrays held in memory are untouched."""
+    for mapping in {id(w._mmap): w._mmap for w in weights.values() if getattr(w, "_mmap", None) is not None}.values():
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
@@ -346,14 +359,21 @@ def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
     return model.SerializeToString()
 
 
-def _mapped(tensor: onnx.TensorProto, folder: Path) -> np.ndarray:
+def _mapped(tensor: onnx.TensorProto, folder: Path, files: dict[str, np.memmap]) -> np.ndarray:
     info = ExternalDataInfo(tensor)
     if tensor.data_type != TensorProto.FLOAT:
         raise ValueError(f"weights: {tensor.name} is stored as external data of a type other than float32")
     shape = tuple(tensor.dims)
-    if info.length not in (None, 4 * int(np.prod(shape, dtype=np.int64))):
+    nbytes = 4 * int(np.prod(shape, dtype=np.int64))
+    if info.length not in (None, nbytes):
         raise ValueError(f"weights: {tensor.name} claims {info.length} bytes for shape {shape}")
-    return np.memmap(folder / info.location, dtype=np.float32, mode="r", offset=info.offset or 0, shape=shape)
+    if info.location not in files:
+        files[info.location] = np.memmap(folder / info.location, dtype=np.uint8, mode="r")
+    start = info.offset or 0
+    raw = files[info.location][start:start + nbytes]
+    if raw.size != nbytes:
+        raise ValueError(f"weights: {tensor.name} lies past the end of {info.location}")
+    return raw.view(np.float32).reshape(shape)
 
 
 __all__ = ["build_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]
