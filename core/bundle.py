@@ -20,6 +20,7 @@ Any failure is one BundleError naming the file and the problem; nothing is ever 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -163,10 +164,15 @@ def analysed_context(config: ModelConfig, names: list[str] | None = None, last_o
     """The most tokens the app analyses at once: the model's context, or fewer where a full Trace of
     that many (or the partial one of `names`) would pass MAX_TRACE_BYTES (a real model's 8k-128k
     context holds [H, T, T] per layer)."""
+    return _context(config, None if names is None else tuple(names), last_only, MAX_TRACE_BYTES)
+
+
+@functools.lru_cache(maxsize=64)  # every run asks; the search costs a few ms on a 30-layer model
+def _context(config: ModelConfig, names: tuple[str, ...] | None, last_only: bool, budget: int) -> int:
     lo, hi = 1, config.max_position_embeddings
     while lo < hi:  # trace_bytes grows with n_tokens: the largest n that fits
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if trace_bytes(config, mid, names, last_only) <= MAX_TRACE_BYTES else (lo, mid - 1)
+        lo, hi = (mid, hi) if trace_bytes(config, mid, names and list(names), last_only) <= budget else (lo, mid - 1)
     return lo
 
 
