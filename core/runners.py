@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from core import model as reference
 from core.bundle import DATA_FILE, Bundle, analysed_context
-from core.onnx_export import prune_outputs
+from core.onnx_export import SWEEP_OUTPUT, build_sweep_model, prune_outputs
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import field_difference, first_disagreement
@@ -32,6 +33,9 @@ class Runner(Protocol):
     def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace: ...
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray: ...  # [T] -> [T, V]
+
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray: ...  # [T], [N, *mask] -> [N, V]
 
 
 def plan_outputs(config: ModelConfig, fields) -> tuple[list[str] | None, bool]:
@@ -121,6 +125,12 @@ class NumpyRunner:
         ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
         return reference.forward(ids, self.bundle.weights, self.bundle.config, interventions=iv)["logits"]
 
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray:  # [T], [N, *mask] -> [N, V]
+        """The last position's logits of N runs of one sentence: `interventions` with the mask of `patch`
+        (e.g. "resid_patch") replaced by masks[i] in run i. One run each here."""
+        return np.stack([self.run_logits(ids, replace(interventions, **{f"{patch}_mask": m}))[-1] for m in masks])
+
 
 class OnnxRunner:
     name = "onnx"
@@ -133,6 +143,7 @@ class OnnxRunner:
         self._one_session = (bundle.path / DATA_FILE).is_file()
         self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
         self._session = None if self._one_session else self._new_session(bundle.model_bytes)
+        self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
         self._outputs = output_names(bundle.config.num_hidden_layers)
         self._inputs = _graph_inputs(bundle.model_bytes)
 
@@ -160,6 +171,24 @@ class OnnxRunner:
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
         ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
         return self._full_session().run(["logits"], self._feeds(ids, iv))[0][0]
+
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray:  # [T], [N, *mask] -> [N, V]
+        """The last position's logits of N runs of one sentence: `interventions` with the mask of `patch`
+        (e.g. "resid_patch") replaced by masks[i] in run i. One call of the sweep graph for all N."""
+        masks = np.asarray(masks, bool)
+        if masks.ndim < 2 or masks.shape[0] == 0:
+            raise ValueError("run_patch_batch needs a stack of one mask per run")
+        mask_name = f"{patch}_mask"
+        ids, iv = check_interventions(self.bundle.config, ids, replace(interventions, **{mask_name: masks[0]}),
+                                      self.bundle.context)  # one run's mask stands for all: they share a shape
+        feeds = self._feeds(ids, iv)
+        for values, mask in PATCHES:  # the sweep graph's masks have a batch axis: one run's mask is [1, ...]
+            if mask in feeds:
+                feeds[mask] = feeds[mask][None]
+        feeds[patch], feeds[mask_name] = getattr(iv, patch), masks  # the values are shared by the N runs
+        return self._sweep_session().run([SWEEP_OUTPUT], feeds)[0]
+
 
     def _feeds(self, ids: np.ndarray, iv: Interventions) -> dict[str, np.ndarray]:
         cfg = self.bundle.config
@@ -191,8 +220,17 @@ class OnnxRunner:
     def _full_session(self):
         if self._session is None:
             self._partial.clear()
+            self._sweep = None
             self._session = self._new_session(self.bundle.model_bytes)
         return self._session
+
+    def _sweep_session(self):
+        if self._sweep is None:
+            if self._one_session:
+                self._session = None
+                self._partial.clear()
+            self._sweep = self._new_session(build_sweep_model(self.bundle.config, self.bundle.model_bytes))
+        return self._sweep
 
     def _partial_session(self, names: list[str]):
         # onnxruntime keeps every graph output alive through a run, fetched or not: a partial run
@@ -202,7 +240,7 @@ class OnnxRunner:
             while self._partial and (self._one_session or len(self._partial) >= 2):
                 self._partial.pop(next(iter(self._partial)))
             if self._one_session:
-                self._session = None
+                self._session = self._sweep = None
             self._partial[key] = self._new_session(prune_outputs(self.bundle.model_bytes, names))
         return self._partial[key]
 
