@@ -71,7 +71,7 @@ class _Graph:
     def f32(self, value: float) -> str:
         return self.const(np.array(value, np.float32))
 
-    def lead(self, *dims: int) -> str:  # a Reshape/Expand shape, with the batch axis kept (0) or added (1)
+    def lead(self, *dims: int) -> str:  # a Reshape shape, the batch axis (if any) kept as it is (0)
         return self.i64(*((0,) if self.batched else ()), *dims)
 
     def perm(self, *axes: int) -> list[int]:  # a Transpose of the per-run axes, the batch axis staying first
