@@ -6,10 +6,18 @@ For each shape it writes a Hugging Face folder (config.json, a bfloat16 model.sa
 directly, a byte-level tokenizer.json with exactly vocab_size tokens), imports it with
 `main.py import`, then measures in fresh processes, so each peak RSS is its own:
   import_s, import_rss_mb          the import
-  forward_onnx_ms.64, rss_mb.64    ONNX forward with the full trace at 64 tokens (median)
-  forward_onnx_ms.1024_panels,     ONNX forward at 1024 tokens keeping what the panels show at once:
-  rss_mb.1024_panels               every layer's residual stream, one layer's attention, the last logits
+  load_s                           load_bundle (the gate, with its dry run through both runners)
+  forward_onnx_ms.64, rss_mb.64    ONNX forward with the full trace at 64 tokens (median): what the
+                                   app's panels read today
+  forward_onnx_ms.64_panels        ONNX forward at 64 tokens keeping what the panels show at once:
+                                   every layer's residual stream, one layer's attention, the last logits
+  forward_onnx_ms.1024_panels,     the same at 1024 tokens (past Bundle.context, which is sized for
+  rss_mb.1024_panels               a full trace: a partial run may go further)
   forward_numpy_ms.64              the NumPy reference at 64 tokens, full trace (median)
+  update_ms.64, rss_mb.update_64   the app (ONNX backend, default layout, offscreen): a 64-token
+                                   sentence set -> every visible panel repainted (bench_gui's rule)
+Load average (1 minute) at the start and the end of each shape is in the result: timings on a
+shared machine mean little without it.
 """
 from __future__ import annotations
 
@@ -25,7 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")  # before NumPy loads, as main.py does for the app (threaded BLAS stalls when shared)
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -110,18 +121,79 @@ def child_measure(bundle: str, mode: str, repeats: int) -> dict:
     from core.bundle import load_bundle
     from core.runners import NumpyRunner, OnnxRunner
 
+    start = time.perf_counter()
     loaded = load_bundle(bundle)
+    load_s = time.perf_counter() - start
     vocab = loaded.config.vocab_size
     ids = np.random.default_rng(0).integers(0, min(vocab, 500), 1024 if mode == "onnx-1024" else 64)
     runner = NumpyRunner(loaded) if mode == "numpy-64" else OnnxRunner(loaded)
-    fields = PANEL_FIELDS if mode == "onnx-1024" else None
+    fields = PANEL_FIELDS if mode in ("onnx-1024", "onnx-64-panels") else None
     runner.run(ids, fields=fields)  # warm-up
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         runner.run(ids, fields=fields)
         times.append(time.perf_counter() - start)
-    return dict(ms=1e3 * statistics.median(times), rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return dict(ms=1e3 * statistics.median(times), load_s=load_s, rss_mb=peak_rss_mb())
+
+
+def child_update(bundle: str, repeats: int) -> dict:
+    """Runs in a fresh process: the app's update at 64 tokens on this bundle, as bench_gui measures it."""
+    from benchmarks.bench_gui import PaintLog, WINDOW_SIZE, _offscreen, _quiet_qt_warnings
+
+    _offscreen()
+    _quiet_qt_warnings()
+    from PySide6.QtCore import QSettings
+
+    from core.bench import text_of_tokens
+    from core.bundle import load_bundle
+    from gui.app import application
+    from gui.controller import Controller
+    from gui.main_window import MainWindow
+
+    app = application()
+    controller = Controller(load_bundle(bundle), "onnx")
+    arrived: list[float] = []
+    controller.sigTraceChanged.connect(lambda trace: arrived.append(time.perf_counter()))
+    with tempfile.TemporaryDirectory() as folder:
+        window = MainWindow(controller, QSettings(str(Path(folder) / "bench.ini"), QSettings.Format.IniFormat))
+        window.resize(*WINDOW_SIZE)
+        window.show()
+        log = PaintLog(app)
+        visible = {p.object_name for p in window.panels if window.on_screen(p)}
+        times = []
+        for run in range(repeats + 1):  # the first run builds the session and warms caches: not counted
+            text = text_of_tokens(controller.bundle.tokenizer, 64, shift=run)
+            start = time.perf_counter()
+            window.sentence_bar.setText(text)
+            controller.flush()
+            end = painted_after_trace(app, log, arrived, lambda: controller.trace is not None
+                                      and controller.trace.text == text and not controller.busy(), visible)
+            if run:
+                times.append(end - start)
+        print(json.dumps(dict(ms=1e3 * statistics.median(times), rss_mb=peak_rss_mb())), flush=True)
+    os._exit(0)  # tearing Qt down is not part of the number
+
+
+def painted_after_trace(app, log, arrived: list[float], ready, panels: set[str], timeout: float = 600.0) -> float:
+    """Deliver events until the trace is shown and every panel named has painted after it arrived, then
+    paints stop for bench_gui.QUIET_S; the time of the last of those paints. (A panel's paint from
+    before the trace arrived, e.g. of the busy state, does not count: a slow run would hide behind it.)"""
+    from benchmarks.bench_gui import QUIET_S
+
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        app.processEvents()
+        if ready() and arrived:
+            painted = log.since(arrived[-1])
+            if panels <= painted.keys() and time.perf_counter() - max(painted.values()) >= QUIET_S:
+                return max(painted.values())
+        time.sleep(0.0005)
+    raise TimeoutError("the panels did not repaint the new trace in time")
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def run_child(args: list[str]) -> dict:
@@ -133,16 +205,23 @@ def run_child(args: list[str]) -> dict:
 
 def bench_shape(shape: str, tmp: Path, repeats: int) -> dict:
     source, bundle = tmp / f"{shape}-hf", tmp / f"{shape}-bundle"
+    load_start = os.getloadavg()[0]
     make_hf_folder(source, shape)
     imported = run_child(["--child-import", str(source), str(bundle)])
     result = {"shape": shape, "import_s": round(imported["s"], 2), "import_rss_mb": round(imported["rss_mb"]),
               "bundle_mb": round(sum(p.stat().st_size for p in bundle.iterdir()) / 2**20)}
     onnx64 = run_child(["--child", str(bundle), "onnx-64", str(repeats)])
+    panels64 = run_child(["--child", str(bundle), "onnx-64-panels", str(repeats)])
     panels = run_child(["--child", str(bundle), "onnx-1024", str(max(1, repeats // 2))])
     numpy64 = run_child(["--child", str(bundle), "numpy-64", str(repeats)])
-    result.update({"forward_onnx_ms.64": round(onnx64["ms"]), "rss_mb.64": round(onnx64["rss_mb"]),
+    update = run_child(["--child-update", str(bundle), str(repeats)])
+    result.update({"load_s": round(onnx64["load_s"], 2),
+                   "forward_onnx_ms.64": round(onnx64["ms"]), "rss_mb.64": round(onnx64["rss_mb"]),
+                   "forward_onnx_ms.64_panels": round(panels64["ms"]),
                    "forward_onnx_ms.1024_panels": round(panels["ms"]), "rss_mb.1024_panels": round(panels["rss_mb"]),
-                   "forward_numpy_ms.64": round(numpy64["ms"]), "rss_mb.numpy_64": round(numpy64["rss_mb"])})
+                   "forward_numpy_ms.64": round(numpy64["ms"]), "rss_mb.numpy_64": round(numpy64["rss_mb"]),
+                   "update_ms.64": round(update["ms"]), "rss_mb.update_64": round(update["rss_mb"]),
+                   "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]})
     return result
 
 
@@ -152,8 +231,10 @@ def main() -> None:
 
         start = time.perf_counter()
         import_model(sys.argv[2], sys.argv[3])
-        print(json.dumps(dict(s=time.perf_counter() - start,
-                              rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)))
+        print(json.dumps(dict(s=time.perf_counter() - start, rss_mb=peak_rss_mb())))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--child-update":
+        child_update(sys.argv[2], int(sys.argv[3]))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(child_measure(sys.argv[2], sys.argv[3], int(sys.argv[4]))))

@@ -20,6 +20,7 @@ Any failure is one BundleError naming the file and the problem; nothing is ever 
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -34,7 +35,7 @@ from onnx import TensorProto
 from core.atomic import atomic_write_bytes
 from core.config import ModelConfig
 from core.model import weight_shapes
-from core.onnx_export import CONFIG_KEY, build_model, read_weights
+from core.onnx_export import CONFIG_KEY, build_model, read_weights, release_pages
 from core.tokenizer import BPETokenizer
 from core.trace import LAYER_FIELDS, MODEL_FIELDS, output_names
 
@@ -91,6 +92,7 @@ def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
     tokenizer = _load_tokenizer(root, config)
     bundle = Bundle(root, config, tokenizer, weights, model.SerializeToString(), _read_card(root))
     _dry_run(bundle)
+    release_pages(weights)
     return bundle
 
 
@@ -143,22 +145,34 @@ def weights_bytes(config: ModelConfig) -> int:
 MIN_CONTEXT = 16  # a model the app cannot analyse this many tokens of at once is refused
 
 
-def trace_bytes(config: ModelConfig, n_tokens: int) -> int:
-    """Bytes of one full Trace of n_tokens tokens."""
+def trace_bytes(config: ModelConfig, n_tokens: int, names: list[str] | None = None, last_only: bool = False) -> int:
+    """Bytes of one Trace of n_tokens tokens: every field, or only the output names given (a partial run;
+    last_only: one row of logits)."""
     sym = dict(T=n_tokens, D=config.hidden_size, H=config.num_attention_heads,
                Dh=config.head_dim, E=config.num_local_experts, K=config.num_experts_per_tok, V=config.vocab_size)
-    size = lambda fields: sum(math.prod(sym[s] for s in spec.split()) * np.dtype(t).itemsize  # noqa: E731
-                              for _, spec, t in fields)
-    return config.num_hidden_layers * size(LAYER_FIELDS) + size(MODEL_FIELDS)
+    specs = {name: (spec, t) for name, spec, t in MODEL_FIELDS}
+    specs.update({f"layers.{l}.{name}": (spec, t) for l in range(config.num_hidden_layers) for name, spec, t in LAYER_FIELDS})
+    total = 0
+    for name in specs if names is None else names:
+        spec, dtype = specs[name]
+        rows = {**sym, "T": 1} if name == "logits" and last_only else sym
+        total += math.prod(rows[s] for s in spec.split()) * np.dtype(dtype).itemsize
+    return total
 
 
-def analysed_context(config: ModelConfig) -> int:
+def analysed_context(config: ModelConfig, names: list[str] | None = None, last_only: bool = False) -> int:
     """The most tokens the app analyses at once: the model's context, or fewer where a full Trace of
-    that many would pass MAX_TRACE_BYTES (a real model's 8k-128k context holds [H, T, T] per layer)."""
+    that many (or the partial one of `names`) would pass MAX_TRACE_BYTES (a real model's 8k-128k
+    context holds [H, T, T] per layer)."""
+    return _context(config, None if names is None else tuple(names), last_only, MAX_TRACE_BYTES)
+
+
+@functools.lru_cache(maxsize=64)  # every run asks; the search costs a few ms on a 30-layer model
+def _context(config: ModelConfig, names: tuple[str, ...] | None, last_only: bool, budget: int) -> int:
     lo, hi = 1, config.max_position_embeddings
     while lo < hi:  # trace_bytes grows with n_tokens: the largest n that fits
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if trace_bytes(config, mid) <= MAX_TRACE_BYTES else (lo, mid - 1)
+        lo, hi = (mid, hi) if trace_bytes(config, mid, names and list(names), last_only) <= budget else (lo, mid - 1)
     return lo
 
 
@@ -364,6 +378,7 @@ def _load_weights(root: Path, model: onnx.ModelProto, config: ModelConfig) -> di
     for name, value in weights.items():
         if not np.isfinite(value).all():
             raise BundleError(f"{path}: weight {name} holds NaN or infinite values")
+    release_pages(weights)
     return weights
 
 

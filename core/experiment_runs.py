@@ -44,6 +44,9 @@ class AblatedRunner:
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         return self.runner.run_logits(ids, with_ablations(self.ablations, interventions))
 
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str, masks: np.ndarray) -> np.ndarray:
+        return self.runner.run_patch_batch(ids, with_ablations(self.ablations, interventions), patch, masks)
+
 
 @dataclass(frozen=True)
 class NextTokenChange:

@@ -19,6 +19,7 @@ defaults have a position axis of 1, which broadcasts over the T positions):
 from __future__ import annotations
 
 import json
+import mmap
 import os
 from pathlib import Path
 from typing import BinaryIO, Mapping
@@ -39,11 +40,16 @@ _FLOAT_TYPES = {np.float32: TensorProto.FLOAT, np.int64: TensorProto.INT64}
 
 
 class _Graph:
-    """A tiny builder: each op() call appends a node and returns its fresh output name."""
+    """A tiny builder: each op() call appends a node and returns its fresh output name.
 
-    def __init__(self) -> None:
+    batched: activations carry a leading batch axis ([N, T, D], [N, H, T, Dh]) and the patch masks
+    one too ([N, S, T] ...): the sweep graph (build_sweep_model) runs N interventions at once.
+    """
+
+    def __init__(self, batched: bool = False) -> None:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.batched = batched
         self._count = 0
 
     def op(self, op_type: str, *inputs: str, outputs: int = 1, name: str | None = None, **attrs):
@@ -65,12 +71,23 @@ class _Graph:
     def f32(self, value: float) -> str:
         return self.const(np.array(value, np.float32))
 
+    def lead(self, *dims: int) -> str:  # a Reshape shape, the batch axis (if any) kept as it is (0)
+        return self.i64(*((0,) if self.batched else ()), *dims)
+
+    def perm(self, *axes: int) -> list[int]:  # a Transpose of the per-run axes, the batch axis staying first
+        return [0, *(a + 1 for a in axes)] if self.batched else list(axes)
+
     # ------------------------------------------------ the primitives of core.model, as ops
-    def linear(self, x: str, w: str) -> str:  # [T, in] x [out, in] -> [T, out]
-        return self.op("Gemm", x, w, transB=1)
+    def linear(self, x: str, w: str, bias: str | None = None) -> str:  # [(N,) T, in] x [out, in] -> [(N,) T, out]
+        if not self.batched:
+            return self.op("Gemm", x, w, *([bias] if bias else []), transB=1)
+        # Gemm is 2-D: the batch's rows one after another, then apart again (a reshape copies nothing)
+        out = self.op("Gemm", self.op("Flatten", x, axis=-1), w, *([bias] if bias else []), transB=1)
+        shape = self.op("Concat", self.op("Shape", x, end=-1), self.op("Shape", out, start=-1), axis=0)
+        return self.op("Reshape", out, shape)
 
     def project(self, x: str, name: str, bias: bool) -> str:  # [T, in] -> [T, out], core.model.project
-        return self.op("Gemm", x, f"{name}.weight", f"{name}.bias", transB=1) if bias else self.linear(x, f"{name}.weight")
+        return self.linear(x, f"{name}.weight", f"{name}.bias" if bias else None)
 
     def rms_norm(self, x: str, w: str, eps: float) -> str:
         variance = self.op("ReduceMean", self.op("Mul", x, x), axes=[-1], keepdims=1)
@@ -78,13 +95,16 @@ class _Graph:
         return self.op("Mul", normed, w)
 
     def split_heads(self, x: str, n_heads: int, head_dim: int) -> str:  # [T, n*Dh] -> [n, T, Dh]
-        return self.op("Transpose", self.op("Reshape", x, self.i64(0, n_heads, head_dim)), perm=[1, 0, 2])
+        return self.op("Transpose", self.op("Reshape", x, self.lead(0, n_heads, head_dim)), perm=self.perm(1, 0, 2))
+
+    def merge_heads(self, x: str, width: int) -> str:  # [H, T, Dh] -> [T, H*Dh]
+        return self.op("Reshape", self.op("Transpose", x, perm=self.perm(1, 0, 2)), self.lead(0, width))
 
     def repeat_kv(self, x: str, n_rep: int, n_heads: int, head_dim: int) -> str:  # [Hkv, T, Dh] -> [H, T, Dh]
         if n_rep == 1:
             return x
-        tiled = self.op("Expand", self.op("Unsqueeze", x, self.i64(1)), self.i64(1, n_rep, 1, 1))
-        return self.op("Reshape", tiled, self.i64(n_heads, -1, head_dim))
+        tiled = self.op("Expand", self.op("Unsqueeze", x, self.i64(-3)), self.i64(1, n_rep, 1, 1))
+        return self.op("Reshape", tiled, self.lead(n_heads, -1, head_dim))
 
     def rope(self, x: str, cos: str, sin: str, head_dim: int) -> str:  # [H, T, Dh] -> [H, T, Dh]
         half = head_dim // 2
@@ -139,8 +159,7 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
             g.initializers.append(side.tensor(name, weights[name]))
     if side is not None:
         side.close()
-    L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
-                        cfg.head_dim, cfg.num_experts_per_tok)
+    L, H, K = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_experts_per_tok
     g.const(np.ones((L, H), np.float32), "head_mask")
     g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
     g.const(np.array(0, np.int64), "logits_from")
@@ -151,6 +170,79 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
         g.op("Unsqueeze", value, g.i64(0), name=out_name)
         outputs.append((out_name, out_name, dtype, [1] + dims))
 
+    final_norm, n_tokens = _forward(g, cfg, emit)
+    emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
+    rows = g.op("Slice", final_norm, g.op("Unsqueeze", "logits_from", g.i64(0)), n_tokens, g.i64(0))
+    emit(_lm_head(g, cfg, rows), "logits", np.float32, ["R", cfg.vocab_size])
+
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
+        helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
+        helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+        helper.make_tensor_value_info("logits_from", TensorProto.INT64, []),
+        *intervention_inputs,
+    ]
+    graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
+    return _model(cfg, helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers))
+
+
+SWEEP_OUTPUT = "last_logits"
+
+
+def build_sweep_model(config: ModelConfig, model_bytes: bytes) -> bytes:
+    """The graph a patching sweep runs: N interventions of one sentence in one call.
+
+    The same forward pass as build_model (one builder), with a batch axis on the activations and on
+    the three patch masks (resid_patch_mask [N, S, T], head_patch_mask [N, L, H, T], expert_patch_mask
+    [N, L, E, T]); the patch values, head mask, ablate_mean, experts_off and expert_override are shared
+    by the batch, and input_ids [1, T] are the one sentence. Its one output is last_logits [N, V]: a
+    sweep reads the last position only. The weights are the bundle graph's own initializers (mapped
+    external data stays where it is).
+    """
+    cfg = config
+    bundle_model = onnx.load_from_string(model_bytes)
+    shapes = weight_shapes(cfg)
+    g = _Graph(batched=True)
+    g.initializers.extend(t for t in bundle_model.graph.initializer if t.name in shapes)
+    L, H, K = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_experts_per_tok
+    g.const(np.ones((L, H), np.float32), "head_mask")
+    g.const(np.full((L, cfg.max_position_embeddings, K), -1, np.int64), "expert_override")
+    intervention_inputs = _intervention_defaults(g, cfg, batched=True)
+    final_norm, n_tokens = _forward(g, cfg, lambda *_: None)
+    last = g.op("Gather", final_norm, g.op("Sub", g.op("Squeeze", n_tokens, g.i64(0)), g.const(np.array(1, np.int64))),
+                axis=-2)                                                   # [N, D]
+    g.op("Identity", _lm_head(g, cfg, last), name=SWEEP_OUTPUT)         # [N, V]
+    inputs = [
+        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
+        helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
+        helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
+        *intervention_inputs,
+    ]
+    output = helper.make_tensor_value_info(SWEEP_OUTPUT, TensorProto.FLOAT, ["N", cfg.vocab_size])
+    model = _model(cfg, helper.make_graph(g.nodes, "glassbox_sweep", inputs, [output], g.initializers))
+    return prune_outputs(model.SerializeToString(), [SWEEP_OUTPUT])  # the per-layer fields nobody reads
+
+
+def _model(cfg: ModelConfig, graph: onnx.GraphProto) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="glassbox", ir_version=IR_VERSION)
+    helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
+    return model
+
+
+def _lm_head(g: _Graph, cfg: ModelConfig, rows: str) -> str:  # [R, D] -> [R, V]
+    # logits = rows @ head.T computed as (head @ rows.T).T: onnxruntime packs a constant *second* operand
+    # into a copy at load, and the [V, D] head (the embedding itself when tied) is the largest weight.
+    head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
+    by_vocab = g.op("MatMul", head, g.op("Transpose", rows, perm=[1, 0]))                 # [V, R]
+    return g.op("Transpose", by_vocab, perm=[1, 0])
+
+
+def _forward(g: _Graph, cfg: ModelConfig, emit) -> tuple[str, str]:
+    """The layers of core.model.forward from input_ids to the final norm; emit(value, name, dtype, dims) is
+    called with every Trace field. Returns the final norm's value [(N,) T, D] and T (a [1] shape)."""
+    L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
+                        cfg.head_dim, cfg.num_experts_per_tok)
     ids = g.op("Squeeze", "input_ids", g.i64(0))                       # [T]
     n_tokens = g.op("Shape", ids)                                        # [1] = T
     positions = g.op("Range", g.const(np.array(0, np.int64)), g.op("Squeeze", n_tokens, g.i64(0)),
@@ -169,8 +261,11 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
     minus_inf = g.f32(-np.inf)
 
     h = g.op("Gather", "model.embed_tokens.weight", ids, axis=0)       # [T, D]
+    if g.batched:  # [1, T, D]: the batch axis grows to N at the first patch (broadcasting)
+        h = g.op("Unsqueeze", h, g.i64(0))
     h = _patch_rows(g, h, "resid_patch", 0)
     emit(h, "embed", np.float32, ["T", cfg.hidden_size])
+    dims = _layer_dims(cfg)
     for l in range(L):
         p = f"model.layers.{l}"
         parts: dict[str, str] = {}
@@ -187,73 +282,53 @@ def build_model(config: ModelConfig, weights: Mapping[str, np.ndarray],
         v = parts["v"] = g.repeat_kv(v, H // Hkv, H, Dh)
         q_rot = parts["q_rot"] = g.rope(q, cos, sin, Dh)
         k_rot = parts["k_rot"] = g.rope(k, cos, sin, Dh)
-        raw = g.op("Div", g.op("MatMul", q_rot, g.op("Transpose", k_rot, perm=[0, 2, 1])), scale)
+        raw = g.op("Div", g.op("MatMul", q_rot, g.op("Transpose", k_rot, perm=g.perm(0, 2, 1))), scale)
         scores = parts["scores"] = g.op("Where", future, minus_inf, raw)
         attn = parts["attn"] = g.op("Softmax", scores, axis=-1)
         mask_l = g.op("Reshape", g.op("Gather", "head_mask", g.i64(l), axis=0), g.i64(H, 1, 1))
         head_out = _ablate_heads(g, g.op("MatMul", attn, v), mask_l)
         head_out = parts["head_out"] = _patch_rows(g, head_out, "head_patch", l)
-        concat = g.op("Reshape", g.op("Transpose", head_out, perm=[1, 0, 2]), g.i64(0, H * Dh))
-        attn_out = parts["attn_out"] = g.project(concat, f"{p}.self_attn.o_proj", cfg.o_bias)
+        attn_out = parts["attn_out"] = g.project(g.merge_heads(head_out, H * Dh), f"{p}.self_attn.o_proj", cfg.o_bias)
         resid_mid = parts["resid_mid"] = _patch_rows(g, g.op("Add", h, attn_out), "resid_patch", 1 + 2 * l)
         # pre-norm mixture of experts (or dense MLP)
         x = parts["moe_in"] = g.rms_norm(resid_mid, f"{p}.post_attention_layernorm.weight", cfg.rms_norm_eps)
-        if not cfg.is_moe:
-            parts.update(_dense_mlp(g, x, f"{p}.mlp"))
-            h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, parts["moe_out"]), "resid_patch", 2 + 2 * l)
-            dims = _layer_dims(cfg)
-            for name, _, dtype in LAYER_FIELDS:
-                emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
-            continue
-        logits = parts["router_logits"] = g.linear(x, f"{p}.block_sparse_moe.gate.weight")
-        probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
-        layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
-        ranked = g.op("Where", g.op("Gather", "experts_off", layer_index, axis=0), minus_inf, logits)
-        _, top_ids = g.op("TopK", ranked, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
-        forced = g.op("Slice", g.op("Gather", "expert_override", layer_index, axis=0), g.i64(0), n_tokens, g.i64(0))
-        ids_l = parts["expert_ids"] = g.op("Where", g.op("GreaterOrEqual", forced, g.i64(0)), forced, top_ids)
-        chosen = g.op("GatherElements", probs, ids_l, axis=1)
-        weights_l = parts["expert_weights"] = g.op("Div", chosen, g.op("ReduceSum", chosen, g.i64(1), keepdims=1))
-        # dense combine: a [T, E] matrix holding each token's weight for each expert (0 if not chosen)
-        zeros = g.op("ConstantOfShape", g.op("Shape", probs),
-                     value=numpy_helper.from_array(np.zeros(1, np.float32)))
-        combine = g.op("ScatterElements", zeros, ids_l, weights_l, axis=1, reduction="add")
-        expert_terms = []
-        for e in range(cfg.num_local_experts):
-            q_e = f"{p}.block_sparse_moe.experts.{e}"
-            hidden = g.op("Mul", g.silu(g.linear(x, f"{q_e}.w1.weight")), g.linear(x, f"{q_e}.w3.weight"))
-            column = g.op("Slice", combine, g.i64(e), g.i64(e + 1), g.i64(1))
-            term = g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column)
-            expert_terms.append(_patch_rows(g, term, "expert_patch", l, e))
-        moe_out = parts["moe_out"] = g.op("Sum", *expert_terms) if len(expert_terms) > 1 else expert_terms[0]
-        h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, moe_out), "resid_patch", 2 + 2 * l)
-        dims = _layer_dims(cfg)
+        parts.update(_dense_mlp(g, x, f"{p}.mlp") if not cfg.is_moe else _moe(g, cfg, x, l, n_tokens, minus_inf))
+        h = parts["resid_post"] = _patch_rows(g, g.op("Add", resid_mid, parts["moe_out"]), "resid_patch", 2 + 2 * l)
         for name, _, dtype in LAYER_FIELDS:
             emit(parts[name], f"layers.{l}.{name}", dtype, dims[name])
-    final_norm = g.rms_norm(h, "model.norm.weight", cfg.rms_norm_eps)
-    emit(final_norm, "final_norm", np.float32, ["T", cfg.hidden_size])
-    head = "lm_head.weight" if not cfg.tie_word_embeddings else "model.embed_tokens.weight"
-    rows = g.op("Slice", final_norm, g.op("Unsqueeze", "logits_from", g.i64(0)), n_tokens, g.i64(0))
-    emit(g.linear(rows, head), "logits", np.float32, ["R", cfg.vocab_size])
+    return g.rms_norm(h, "model.norm.weight", cfg.rms_norm_eps), n_tokens
 
-    inputs = [
-        helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
-        helper.make_tensor_value_info("head_mask", TensorProto.FLOAT, [L, H]),
-        helper.make_tensor_value_info("expert_override", TensorProto.INT64, [L, cfg.max_position_embeddings, K]),
-        helper.make_tensor_value_info("logits_from", TensorProto.INT64, []),
-        *intervention_inputs,
-    ]
-    graph_outputs = [helper.make_tensor_value_info(n, _FLOAT_TYPES[t], d) for _, n, t, d in outputs]
-    graph = helper.make_graph(g.nodes, "glassbox_mixtral", inputs, graph_outputs, g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="glassbox", ir_version=IR_VERSION)
-    helper.set_model_props(model, {CONFIG_KEY: json.dumps(cfg.to_dict(), sort_keys=True)})
-    return model
+
+def _moe(g: _Graph, cfg: ModelConfig, x: str, l: int, n_tokens: str, minus_inf: str) -> dict[str, str]:
+    """core.model.moe: [T, D] -> the router's parts and moe_out [T, D]."""
+    p, K = f"model.layers.{l}.block_sparse_moe", cfg.num_experts_per_tok
+    parts: dict[str, str] = {}
+    logits = parts["router_logits"] = g.linear(x, f"{p}.gate.weight")
+    probs = parts["router_probs"] = g.op("Softmax", logits, axis=-1)
+    layer_index = g.const(np.array(l, np.int64))  # a scalar index drops the layer axis
+    ranked = g.op("Where", g.op("Gather", "experts_off", layer_index, axis=0), minus_inf, logits)
+    _, top_ids = g.op("TopK", ranked, g.i64(K), outputs=2, axis=-1, largest=1, sorted=1)
+    forced = g.op("Slice", g.op("Gather", "expert_override", layer_index, axis=0), g.i64(0), n_tokens, g.i64(0))
+    ids_l = parts["expert_ids"] = g.op("Where", g.op("GreaterOrEqual", forced, g.i64(0)), forced, top_ids)
+    chosen = g.op("GatherElements", probs, ids_l, axis=-1)
+    weights_l = parts["expert_weights"] = g.op("Div", chosen, g.op("ReduceSum", chosen, g.i64(-1), keepdims=1))
+    # dense combine: a [T, E] matrix holding each token's weight for each expert (0 if not chosen)
+    zeros = g.op("ConstantOfShape", g.op("Shape", probs), value=numpy_helper.from_array(np.zeros(1, np.float32)))
+    combine = g.op("ScatterElements", zeros, ids_l, weights_l, axis=-1, reduction="add")
+    expert_terms = []
+    for e in range(cfg.num_local_experts):
+        q_e = f"{p}.experts.{e}"
+        hidden = g.op("Mul", g.silu(g.linear(x, f"{q_e}.w1.weight")), g.linear(x, f"{q_e}.w3.weight"))
+        column = g.op("Slice", combine, g.i64(e), g.i64(e + 1), g.i64(-1))
+        term = g.op("Mul", g.linear(hidden, f"{q_e}.w2.weight"), column)
+        expert_terms.append(_patch_rows(g, term, "expert_patch", l, e))
+    parts["moe_out"] = g.op("Sum", *expert_terms) if len(expert_terms) > 1 else expert_terms[0]
+    return parts
 
 
 def _dense_mlp(g: _Graph, x: str, p: str) -> dict[str, str]:  # [T, D] -> parts of core.model.dense_mlp
     hidden = g.op("Mul", g.silu(g.linear(x, f"{p}.gate_proj.weight")), g.linear(x, f"{p}.up_proj.weight"))
-    empty = g.op("Slice", x, g.i64(0), g.i64(0), g.i64(1))  # [T, 0]: a dense model has no router
+    empty = g.op("Slice", x, g.i64(0), g.i64(0), g.i64(-1))  # [T, 0]: a dense model has no router
     empty_ids = g.op("Cast", empty, to=TensorProto.INT64)
     return dict(router_logits=empty, router_probs=g.op("Identity", empty), expert_ids=empty_ids,
                 expert_weights=g.op("Identity", empty), moe_out=g.linear(hidden, f"{p}.down_proj.weight"))
@@ -261,20 +336,23 @@ def _dense_mlp(g: _Graph, x: str, p: str) -> dict[str, str]:  # [T, D] -> parts 
 
 # ---------------------------------------------------------------- interventions (core.interventions)
 
-def _intervention_defaults(g: _Graph, cfg: ModelConfig) -> list[onnx.ValueInfoProto]:
-    """Register each intervention input's "none" default; return the inputs' declarations."""
+def _intervention_defaults(g: _Graph, cfg: ModelConfig, batched: bool = False) -> list[onnx.ValueInfoProto]:
+    """Register each intervention input's "none" default; return the inputs' declarations.
+
+    batched (the sweep graph): each patch mask has a leading batch axis, N when fed and 1 by default."""
     L, H, E, D, Dh = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_local_experts,
                       cfg.hidden_size, cfg.head_dim)
     S = 1 + 2 * L
+    lead, lead_dims = ((1,), ["N"]) if batched else ((), [])
     declared = {  # name: (default, declared dims); a patch's position axis is 1 by default and T when fed
         "ablate_mean": (np.array(0, np.float32), []),
         "experts_off": (np.zeros((L, E), bool), [L, E]),
         "resid_patch": (np.zeros((S, 1, D), np.float32), [S, "T_patch", D]),
-        "resid_patch_mask": (np.zeros((S, 1), bool), [S, "T_patch"]),
+        "resid_patch_mask": (np.zeros((*lead, S, 1), bool), [*lead_dims, S, "T_patch"]),
         "head_patch": (np.zeros((L, H, 1, Dh), np.float32), [L, H, "T_patch", Dh]),
-        "head_patch_mask": (np.zeros((L, H, 1), bool), [L, H, "T_patch"]),
+        "head_patch_mask": (np.zeros((*lead, L, H, 1), bool), [*lead_dims, L, H, "T_patch"]),
         "expert_patch": (np.zeros((L, E, 1, D), np.float32), [L, E, "T_patch", D]),
-        "expert_patch_mask": (np.zeros((L, E, 1), bool), [L, E, "T_patch"]),
+        "expert_patch_mask": (np.zeros((*lead, L, E, 1), bool), [*lead_dims, L, E, "T_patch"]),
     }
     kinds = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(bool): TensorProto.BOOL}
     for name, (default, _) in declared.items():
@@ -286,15 +364,16 @@ def _intervention_defaults(g: _Graph, cfg: ModelConfig) -> list[onnx.ValueInfoPr
 def _patch_rows(g: _Graph, x: str, patch: str, *index: int) -> str:  # [..., T, W] -> [..., T, W]
     """x with the rows where patch_mask[index] is True replaced by patch[index] (core.model.patched)."""
     values, mask = patch, f"{patch}_mask"
+    mask_axis = 1 if g.batched else 0  # a batched mask keeps its batch axis in front
     for i in index:  # scalar indices drop the leading axes: [S, T, D] -> [T, D]
         values = g.op("Gather", values, g.const(np.array(i, np.int64)), axis=0)
-        mask = g.op("Gather", mask, g.const(np.array(i, np.int64)), axis=0)
+        mask = g.op("Gather", mask, g.const(np.array(i, np.int64)), axis=mask_axis)
     return g.op("Where", g.op("Unsqueeze", mask, g.i64(-1)), values, x)
 
 
 def _ablate_heads(g: _Graph, head_out: str, mask: str) -> str:  # [H, T, Dh], [H, 1, 1] -> [H, T, Dh]
     """core.model.ablate_heads: scale by the mask, plus (1 - mask) x the mean over positions when ablate_mean is 1."""
-    mean = g.op("ReduceMean", head_out, axes=[1], keepdims=1)
+    mean = g.op("ReduceMean", head_out, axes=[-2], keepdims=1)  # over the positions
     fill = g.op("Mul", g.op("Mul", g.op("Sub", g.f32(1.0), mask), mean), "ablate_mean")
     return g.op("Add", g.op("Mul", head_out, mask), fill)
 
@@ -322,10 +401,19 @@ def read_weights(model: onnx.ModelProto, config: ModelConfig,
     """
     wanted = weight_shapes(config)
     found = {t.name: t for t in model.graph.initializer if t.name in wanted}
-    weights = {name: _mapped(t, Path(folder)) if folder is not None and uses_external_data(t)
+    files: dict[str, np.memmap] = {}  # one read-only mapping per data file, shared by its tensors
+    weights = {name: _mapped(t, Path(folder), files) if folder is not None and uses_external_data(t)
                else numpy_helper.to_array(t).astype(np.float32, copy=False) for name, t in found.items()}
     check_weights(config, weights)
     return weights
+
+
+def release_pages(weights: Mapping[str, np.ndarray]) -> None:
+    """Let the kernel drop the pages of mapped weights that checks have read (they count as this process's
+    memory until then): a 0.5B model's 2 GB would otherwise sit beside onnxruntime's own copy. A later
+    read maps them again from the page cache; arrays held in memory are untouched."""
+    for mapping in {id(w._mmap): w._mmap for w in weights.values() if getattr(w, "_mmap", None) is not None}.values():
+        mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
@@ -346,14 +434,21 @@ def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:
     return model.SerializeToString()
 
 
-def _mapped(tensor: onnx.TensorProto, folder: Path) -> np.ndarray:
+def _mapped(tensor: onnx.TensorProto, folder: Path, files: dict[str, np.memmap]) -> np.ndarray:
     info = ExternalDataInfo(tensor)
     if tensor.data_type != TensorProto.FLOAT:
         raise ValueError(f"weights: {tensor.name} is stored as external data of a type other than float32")
     shape = tuple(tensor.dims)
-    if info.length not in (None, 4 * int(np.prod(shape, dtype=np.int64))):
+    nbytes = 4 * int(np.prod(shape, dtype=np.int64))
+    if info.length not in (None, nbytes):
         raise ValueError(f"weights: {tensor.name} claims {info.length} bytes for shape {shape}")
-    return np.memmap(folder / info.location, dtype=np.float32, mode="r", offset=info.offset or 0, shape=shape)
+    if info.location not in files:
+        files[info.location] = np.memmap(folder / info.location, dtype=np.uint8, mode="r")
+    start = info.offset or 0
+    raw = files[info.location][start:start + nbytes]
+    if raw.size != nbytes:
+        raise ValueError(f"weights: {tensor.name} lies past the end of {info.location}")
+    return raw.view(np.float32).reshape(shape)
 
 
-__all__ = ["build_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]
+__all__ = ["build_model", "build_sweep_model", "read_weights", "check_weights", "CONFIG_KEY", "OPSET"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
 from core import model as reference
-from core.bundle import DATA_FILE, Bundle
-from core.onnx_export import prune_outputs
+from core.bundle import DATA_FILE, Bundle, analysed_context
+from core.onnx_export import SWEEP_OUTPUT, build_sweep_model, prune_outputs
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import field_difference, first_disagreement
@@ -33,15 +34,27 @@ class Runner(Protocol):
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray: ...  # [T] -> [T, V]
 
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray: ...  # [T], [N, *mask] -> [N, V]
 
-def plan_outputs(config: ModelConfig, n_tokens: int, fields) -> tuple[list[str] | None, int]:
-    """Which outputs a run keeps (None: all) and the first position whose logits it computes."""
+
+def plan_outputs(config: ModelConfig, fields) -> tuple[list[str] | None, bool]:
+    """Which outputs a run keeps (None: all) and whether only the last position's logits are wanted."""
     if fields is None:
-        return None, 0
-    wanted, last_only = select_outputs(config.num_hidden_layers, fields)
-    if "logits" not in wanted:
-        return wanted, n_tokens  # no row at all: T x V is the largest output of a real vocabulary
-    return wanted, n_tokens - 1 if last_only else 0
+        return None, False
+    return select_outputs(config.num_hidden_layers, fields)
+
+
+def first_logits_row(wanted: list[str] | None, last_only: bool, n_tokens: int) -> int:
+    """The first position whose logits a run computes: T x V is the largest output of a real vocabulary."""
+    if wanted is not None and "logits" not in wanted:
+        return n_tokens  # no row at all
+    return n_tokens - 1 if last_only else 0
+
+
+def run_context(bundle: Bundle, wanted: list[str] | None, last_only: bool) -> int:
+    """How many tokens a run may take: Bundle.context for a full trace, more for a partial one that fits."""
+    return bundle.context if wanted is None else analysed_context(bundle.config, wanted, last_only)
 
 
 def check_interventions(config: ModelConfig, ids, interventions: Interventions,
@@ -92,8 +105,9 @@ class NumpyRunner:
         """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
-        ids, iv = check_interventions(cfg, ids, iv, self.bundle.context)
-        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
+        wanted, last_only = plan_outputs(cfg, fields)
+        ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
+        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
         start = time.perf_counter()
         with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
             result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv,
@@ -111,46 +125,42 @@ class NumpyRunner:
         ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
         return reference.forward(ids, self.bundle.weights, self.bundle.config, interventions=iv)["logits"]
 
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray:  # [T], [N, *mask] -> [N, V]
+        """The last position's logits of N runs of one sentence: `interventions` with the mask of `patch`
+        (e.g. "resid_patch") replaced by masks[i] in run i. One run each here."""
+        return np.stack([self.run_logits(ids, replace(interventions, **{f"{patch}_mask": m}))[-1] for m in masks])
+
 
 class OnnxRunner:
     name = "onnx"
 
-    def __init__(self, bundle: Bundle, threads: int | None = None) -> None:
-        import onnxruntime as ort  # heavy: only when an ONNX runner is made
-
+    def __init__(self, bundle: Bundle, threads: int | None = None, prepack: bool = True) -> None:
+        """prepack: let onnxruntime repack the weights for its matrix kernels at load (2-3x faster runs,
+        slower to load); the bundle's dry run of 8 tokens is faster without."""
         self.bundle = bundle
-        self._threads = threads
+        self._options = session_options(bundle, threads, prepack)
+        # A bundle with mapped weights is a real model: every session holds its own packed copy of the
+        # weights, so only one session (the full graph or one pruned graph) is alive at a time.
+        self._one_session = (bundle.path / DATA_FILE).is_file()
         self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
-        options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
-        if (bundle.path / DATA_FILE).is_file():
-            # Mapped weights stay shared with the file (and with a second, partial session) instead of
-            # being copied into packed buffers: a 0.5B model would otherwise cost its weights twice.
-            options.add_session_config_entry("session.disable_prepacking", "1")
-        self._options = options
-        # That fusion sizes its outputs from an intervention input's default (a position axis of 1), and a
-        # patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
-        self._disabled = ["GatherSliceToSplitFusion"]
-        self._session = ort.InferenceSession(bundle.model_bytes, options, providers=["CPUExecutionProvider"],
-                                             disabled_optimizers=self._disabled)
+        self._session = None if self._one_session else self._new_session(bundle.model_bytes)
+        self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
         self._outputs = output_names(bundle.config.num_hidden_layers)
-        self._inputs = {i.name for i in self._session.get_inputs()} | \
-            {i.name for i in self._session.get_overridable_initializers()}
+        self._inputs = _graph_inputs(bundle.model_bytes)
 
     def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace:
         """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
         cfg = self.bundle.config
         iv = resolve_interventions(head_mask, expert_override, interventions)
-        ids, iv = check_interventions(cfg, ids, iv, self.bundle.context)
-        wanted, logits_from = plan_outputs(cfg, ids.shape[0], fields)
+        wanted, last_only = plan_outputs(cfg, fields)
+        ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
+        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
         feeds = self._feeds(ids, iv)
         if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
             feeds["logits_from"] = np.array(logits_from, np.int64)
         names = self._outputs if wanted is None else wanted
-        session = self._session if wanted is None else self._partial_session(names)
+        session = self._full_session() if wanted is None else self._partial_session(names)
         start = time.perf_counter()
         values = session.run(names, feeds)
         elapsed = time.perf_counter() - start
@@ -162,7 +172,25 @@ class OnnxRunner:
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
         ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
-        return self._session.run(["logits"], self._feeds(ids, iv))[0][0]
+        return self._full_session().run(["logits"], self._feeds(ids, iv))[0][0]
+
+    def run_patch_batch(self, ids, interventions: Interventions, patch: str,
+                        masks: np.ndarray) -> np.ndarray:  # [T], [N, *mask] -> [N, V]
+        """The last position's logits of N runs of one sentence: `interventions` with the mask of `patch`
+        (e.g. "resid_patch") replaced by masks[i] in run i. One call of the sweep graph for all N."""
+        masks = np.asarray(masks, bool)
+        if masks.ndim < 2 or masks.shape[0] == 0:
+            raise ValueError("run_patch_batch needs a stack of one mask per run")
+        mask_name = f"{patch}_mask"
+        ids, iv = check_interventions(self.bundle.config, ids, replace(interventions, **{mask_name: masks[0]}),
+                                      self.bundle.context)  # one run's mask stands for all: they share a shape
+        feeds = self._feeds(ids, iv)
+        for values, mask in PATCHES:  # the sweep graph's masks have a batch axis: one run's mask is [1, ...]
+            if mask in feeds:
+                feeds[mask] = feeds[mask][None]
+        feeds[patch], feeds[mask_name] = getattr(iv, patch), masks  # the values are shared by the N runs
+        return self._sweep_session().run([SWEEP_OUTPUT], feeds)[0]
+
 
     def _feeds(self, ids: np.ndarray, iv: Interventions) -> dict[str, np.ndarray]:
         cfg = self.bundle.config
@@ -183,19 +211,69 @@ class OnnxRunner:
                              "export the bundle again with this version of Glassbox")
         return feeds
 
+    def _new_session(self, model_bytes: bytes):
+        import onnxruntime as ort  # heavy: only when an ONNX runner runs
+
+        # GatherSliceToSplitFusion sizes its outputs from an intervention input's default (a position axis
+        # of 1), and a patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
+        return ort.InferenceSession(model_bytes, self._options, providers=["CPUExecutionProvider"],
+                                    disabled_optimizers=["GatherSliceToSplitFusion"])
+
+    def _full_session(self):
+        if self._session is None:
+            self._partial.clear()
+            self._sweep = None
+            self._session = self._new_session(self.bundle.model_bytes)
+        return self._session
+
+    def _sweep_session(self):
+        if self._sweep is None:
+            if self._one_session:
+                self._session = None
+                self._partial.clear()
+            self._sweep = self._new_session(build_sweep_model(self.bundle.config, self.bundle.model_bytes))
+        return self._sweep
+
     def _partial_session(self, names: list[str]):
         # onnxruntime keeps every graph output alive through a run, fetched or not: a partial run
-        # needs a graph that only has the outputs asked for. Two such sessions are kept.
-        import onnxruntime as ort
-
+        # needs a graph that only has the outputs asked for. Two such sessions are kept (one for a real model).
         key = tuple(names)
         if key not in self._partial:
-            while len(self._partial) >= 2:
+            while self._partial and (self._one_session or len(self._partial) >= 2):
                 self._partial.pop(next(iter(self._partial)))
-            graph = prune_outputs(self.bundle.model_bytes, names)
-            self._partial[key] = ort.InferenceSession(graph, self._options, providers=["CPUExecutionProvider"],
-                                                      disabled_optimizers=self._disabled)
+            if self._one_session:
+                self._session = self._sweep = None
+            self._partial[key] = self._new_session(prune_outputs(self.bundle.model_bytes, names))
         return self._partial[key]
+
+
+def session_options(bundle: Bundle, threads: int | None, prepack: bool = True):
+    """onnxruntime's options for a bundle: what the defaults would get wrong on a shared laptop."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+    options.inter_op_num_threads = 1
+    # Pool threads that spin between ops hold a core the UI thread and other programs need; on a busy
+    # 2-core machine spinning made a 64-token run of a 135M model 1.5-3x slower.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # head_mask/expert_override are overridable initializers by design
+    options.add_session_config_entry("session.model_external_initializers_file_folder_path", str(bundle.path))
+    if not prepack:
+        options.add_session_config_entry("session.disable_prepacking", "1")
+    if (bundle.path / DATA_FILE).is_file():
+        # A real model's run holds hundreds of MB of activations at a time; the arena keeps its high-water
+        # mark for good (0.5B shape, 1024 tokens: 3.0 GB peak with it, 2.7 GB without).
+        options.enable_cpu_mem_arena = False
+    return options
+
+
+def _graph_inputs(model_bytes: bytes) -> set[str]:
+    """The graph's input names, overridable initializers included, read without building a session."""
+    import onnx
+
+    graph = onnx.load_from_string(model_bytes).graph
+    return {i.name for i in graph.input}
 
 
 def max_difference(a: Trace, b: Trace) -> float:
@@ -220,7 +298,7 @@ def dry_run(bundle: Bundle) -> None:
     mask[0, 0] = 0.0
     forced = np.full((L, t, K), -1, np.int64)
     forced[:, 0] = np.arange(E - 1, E - 1 - K, -1)
-    onnx_trace = OnnxRunner(bundle, threads=1).run(ids, head_mask=mask, expert_override=forced)
+    onnx_trace = OnnxRunner(bundle, threads=1, prepack=False).run(ids, head_mask=mask, expert_override=forced)
     if not all(np.array_equal(layer.expert_ids[0], forced[l, 0]) for l, layer in enumerate(onnx_trace.layers)):
         raise ValueError("the graph ignores expert_override")
     routing = np.stack([layer.expert_ids for layer in onnx_trace.layers])

@@ -260,7 +260,12 @@ class Trace:
     @classmethod
     def from_outputs(cls, config: ModelConfig, input_ids: np.ndarray, outputs: Mapping[str, np.ndarray],
                      **extra: Any) -> "Trace":
-        """Assemble a Trace from arrays keyed by output name (batch axis already removed)."""
+        """Assemble a Trace from arrays keyed by output name (batch axis already removed).
+
+        The arrays are handed over, fresh from a run: they are made read-only in place, not copied
+        (a big model's trace is hundreds of MB)."""
+        for a in outputs.values():
+            a.setflags(write=False)
         layers = tuple(  # .get: a partial run leaves out what it was not asked for
             LayerTrace(**{name: outputs.get(f"layers.{l}.{name}") for name, _, _ in LAYER_FIELDS})
             for l in range(config.num_hidden_layers))
