@@ -318,8 +318,13 @@ class HeadLinesView(QWidget):
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
         rgba = np.einsum("nch,nk->hck", shares, colours)                       # [height, C, 4] premultiplied
         pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
-        image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
-                       QImage.Format.Format_RGBA8888_Premultiplied).copy()
+        columns = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
+                         QImage.Format.Format_RGBA8888_Premultiplied)
+        # Widened to full columns and in the screen's pixel format once, here: every repaint is then a
+        # plain copy, where stretching and converting it cost milliseconds a paint.
+        image = columns.scaled(pixels.shape[1] * LINE_COLUMN_WIDTH, height, Qt.AspectRatioMode.IgnoreAspectRatio,
+                               Qt.TransformationMode.SmoothTransformation).convertToFormat(
+                                   QImage.Format.Format_ARGB32_Premultiplied)
         target = QRectF(first / ratio, band[0], pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
         self._line_images = {name: value for name, value in self._line_images.items() if name[0] == "full"}
         self._line_images[slot] = ((key, band), (image, target))

@@ -25,6 +25,7 @@ LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 class TokenAxis(pg.AxisItem):
     def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5) -> None:
         """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars)."""
+        self._bounds_while_drawing: QRectF | None = None   # boundingRect, fixed while generateDrawSpecs runs
         super().__init__(orientation)
         self._offset = offset
         self._labels: list[str] = []
@@ -104,8 +105,16 @@ class TokenAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):  # noqa: N802
         return [self._labels[int(v)] if 0 <= int(v) < len(self._labels) else "" for v in values]
 
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        return self._bounds_while_drawing if self._bounds_while_drawing is not None else super().boundingRect()
+
     def generateDrawSpecs(self, p):  # noqa: N802
-        specs = super().generateDrawSpecs(p)
+        # The base class asks for boundingRect once per label, and it cannot change meanwhile.
+        self._bounds_while_drawing = super().boundingRect()
+        try:
+            specs = super().generateDrawSpecs(p)
+        finally:
+            self._bounds_while_drawing = None
         self._upright = []
         if specs is None or self.orientation != "bottom" or not self._labels:
             return specs
