@@ -179,16 +179,22 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float
 
 
 def startup_probe(settings_file: str) -> int:
-    """In a fresh process (see startup_ms): open the app as gui.app.run_app does, with its first
-    sentence; print one line once every visible panel has painted it, and exit."""
+    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (open_main_window),
+    with its first sentence; print one line once every visible panel has painted it, and exit."""
     start = time.perf_counter()
     _offscreen()
     _quiet_qt_warnings()
-    from gui.app import FIRST_SENTENCE
+    from PySide6.QtCore import QSettings
 
-    app, controller, window = _window(settings_file)
+    from core.bundle import load_bundle
+    from gui.app import FIRST_SENTENCE, application, open_main_window
+    from gui.controller import Controller
+
+    app = application()
+    controller = Controller(load_bundle(None), "onnx")
+    window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
+    window.resize(*WINDOW_SIZE)
     log = PaintLog(app)
-    window.sentence_bar.setText(FIRST_SENTENCE)
     visible = {p.object_name for p in window.panels if window.on_screen(p)}
     settle(app, log, start, lambda: controller.trace is not None and not controller.busy() and not posted(window),
            visible)
