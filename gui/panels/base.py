@@ -124,7 +124,7 @@ class Panel(QWidget):
 
     def flush(self) -> None:
         """Draw the posted trace and selection now (nothing if none waits), then let the layouts that
-        drawing changed settle, so the paint that follows is the only one."""
+        drawing changed settle, so the paint that follows sees the final sizes."""
         self._frame_timer.stop()
         trace, selection = self._posted_trace, self._posted_selection
         self._posted_trace = self._posted_selection = _NOTHING
