@@ -43,6 +43,21 @@ def start_bundle(model: str | None, last_model: str | None) -> Bundle:
     return load_bundle(None)
 
 
+def open_main_window(controller: Controller, settings, text: str) -> MainWindow:
+    """The main window, shown, with `text` in its sentence bar and under analysis.
+
+    The sentence goes to the worker first: it opens the ONNX session and runs the first forward pass
+    while this thread builds the window (both take a while; the window cannot draw before both are
+    done). The result waits in the event queue until the window is there to show it.
+    """
+    controller.set_text(text)
+    controller.flush()
+    window = MainWindow(controller, settings)
+    window.show()
+    window.sentence_bar.setText(text)   # what the controller already runs: no second run
+    return window
+
+
 def quit_everything(app: QApplication) -> None:
     """Close every window (the main window saves its settings and stops its worker), dialogs included,
     and leave every event loop, a modal dialog's too."""
@@ -104,9 +119,8 @@ def run_app(model: str | None = None, text: str | None = None) -> int:
         backend = str(settings.value("model/backend", "onnx"))
         controller = Controller(bundle, backend if backend in BACKENDS else "onnx")
         app.aboutToQuit.connect(controller.shutdown)
-        window = MainWindow(controller, settings)
-        window.show()
-        window.sentence_bar.setText(text if text is not None else str(settings.value("sentence/last", FIRST_SENTENCE)))
+        window = open_main_window(controller, settings,
+                                  text if text is not None else str(settings.value("sentence/last", FIRST_SENTENCE)))
         window.sentence_bar.setFocus()
         QTimer.singleShot(0, lambda: interrupted.is_set() and quit_everything(app))   # Ctrl+C just before exec()
         status = app.exec()

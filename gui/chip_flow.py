@@ -14,6 +14,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.fonts import ui_font
+from gui.text_widths import TextWidths
 
 MARGIN = 6.0
 GAP = 4.0          # between chips of one word
@@ -43,7 +44,7 @@ class ChipFlow(QWidget):
         self._big_height, self._small_height = self._big_metrics.height(), self._small_metrics.height()
         self._chips: list[Chip] = []
         self._line_widths: list[list[float]] = []
-        self._width_cache: dict[tuple[bool, str], float] = {}
+        self._big_width, self._small_width = TextWidths(self._big), TextWidths(self._small)
         self._rects: list[QRectF] = []
         self._laid_out_width = -1
         self._marked = -1
@@ -51,6 +52,7 @@ class ChipFlow(QWidget):
         self._placeholder = ""
         self.setMouseTracking(True)
         self.setAutoFillBackground(False)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)   # paintEvent fills it: skip the parent's paint
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     # ------------------------------------------------------------ content
@@ -59,20 +61,10 @@ class ChipFlow(QWidget):
         self._placeholder = placeholder
         self._hovered = -1
         # Text widths are measured once per chip here, not at every layout or paint.
-        self._line_widths = [[self._advance(i == 0, text) for i, text in enumerate(chip.lines)]
+        self._line_widths = [[self._big_width(chip.lines[0])] + [self._small_width(text) for text in chip.lines[1:]]
                              for chip in self._chips]
         self._relayout()
         self.update()
-
-    def _advance(self, big: bool, text: str) -> float:
-        key = (big, text)
-        width = self._width_cache.get(key)
-        if width is None:
-            if len(self._width_cache) > 20000:   # a long session: keep the cache bounded
-                self._width_cache.clear()
-            width = (self._big_metrics if big else self._small_metrics).horizontalAdvance(text)
-            self._width_cache[key] = width
-        return width
 
     def set_marked(self, index: int) -> None:
         if index != self._marked:

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from core.attention_view import causal_mask
 from gui.text_fit import elide
+from gui.text_widths import TextWidths
 
 MARK_COLOUR = QColor(230, 30, 60)    # the hovered token: red stands out on every colour
 SELECTED_BAND = QColor(255, 226, 140)
@@ -98,11 +99,15 @@ class HeadLinesView(QWidget):
         self.setMouseTracking(True)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
         self._labels: list[str] = []
+        self._label_advances: list[float] = []   # each label's width in the regular font
+        self._text_width = TextWidths(self.font())
         self._label_width = 40.0
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)   # paintEvent fills it: skip the parent's paint
         self._weights = np.zeros((0, 0, 0), np.float32)  # [heads shown, T, T]
         self._colours: list[QColor] = []
         self._names: list[str] = []   # legend entries, one per head shown
         self._title = ""
+        self._title_wrap: tuple[tuple, int] = ((), 1)   # (title, width, font) -> lines it takes
         self._focus: tuple[str, int] | None = None
         self._selected: tuple[int, int] | None = None   # (query, key)
         # ("full" or a focus, pixel ratio) -> (size and geometry it was made for, (image, where it goes))
@@ -113,8 +118,10 @@ class HeadLinesView(QWidget):
     def set_lines(self, labels: Sequence[str], weights: np.ndarray, colours: Sequence[QColor],
                   names: Sequence[str], title: str) -> None:  # weights [n, T, T]
         self._labels = [elide(label) for label in labels]
-        metrics = QFontMetricsF(self.font())
-        self._label_width = max([metrics.horizontalAdvance(label) for label in self._labels] + [40.0]) + 4
+        if self._text_width.font != self.font():   # the widget's font changed since
+            self._text_width = TextWidths(self.font())
+        self._label_advances = [self._text_width(label) for label in self._labels]
+        self._label_width = max(self._label_advances + [40.0]) + 4
         self._weights = np.nan_to_num(np.asarray(weights, np.float64), nan=0.0)  # a NaN run draws no line
         self._colours, self._names, self._title = list(colours), list(names), title
         self._focus, self._line_images = None, {}
@@ -179,11 +186,15 @@ class HeadLinesView(QWidget):
         return self._title_lines() + (len(self._names) > 1) + (self._left_out[0] > 0)
 
     def _title_lines(self) -> int:
-        """The title wraps rather than being cut in a narrow dock."""
+        """The title wraps rather than being cut in a narrow dock (measured once per title, width and font:
+        every paint and mouse move asks)."""
         width = max(self.width() - 2 * self.MARGIN, 40)
-        rect = QFontMetricsF(self.font()).boundingRect(QRectF(0, 0, width, 1e6), int(Qt.TextFlag.TextWordWrap),
-                                                       self._title)
-        return max(1, math.ceil(rect.height() / QFontMetricsF(self.font()).height() - 0.01))
+        key = (self._title, width, self.font().key())
+        if self._title_wrap[0] != key:
+            metrics = QFontMetricsF(self.font())
+            rect = metrics.boundingRect(QRectF(0, 0, width, 1e6), int(Qt.TextFlag.TextWordWrap), self._title)
+            self._title_wrap = (key, max(1, math.ceil(rect.height() / metrics.height() - 0.01)))
+        return self._title_wrap[1]
 
     def _header_height(self) -> float:
         return self.MARGIN + QFontMetricsF(self.font()).height() * 1.2 * (self._header_rows() + 1)
@@ -259,7 +270,7 @@ class HeadLinesView(QWidget):
             painter.drawImage(target, image)
         else:  # SVG: real lines
             self._paint_vector_lines(painter, g)
-        self._paint_labels(painter, g)
+        self._paint_labels(painter, g, event.rect())
 
     def _band(self, exposed: QRect) -> tuple[int, int]:
         """The rows (widget pixels) worth rasterising: what is on screen in the scroll area and as much
@@ -307,8 +318,13 @@ class HeadLinesView(QWidget):
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
         rgba = np.einsum("nch,nk->hck", shares, colours)                       # [height, C, 4] premultiplied
         pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
-        image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
-                       QImage.Format.Format_RGBA8888_Premultiplied).copy()
+        columns = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
+                         QImage.Format.Format_RGBA8888_Premultiplied)
+        # Widened to full columns and in the screen's pixel format once, here: every repaint is then a
+        # plain copy, where stretching and converting it cost milliseconds a paint.
+        image = columns.scaled(pixels.shape[1] * LINE_COLUMN_WIDTH, height, Qt.AspectRatioMode.IgnoreAspectRatio,
+                               Qt.TransformationMode.SmoothTransformation).convertToFormat(
+                                   QImage.Format.Format_ARGB32_Premultiplied)
         target = QRectF(first / ratio, band[0], pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
         self._line_images = {name: value for name, value in self._line_images.items() if name[0] == "full"}
         self._line_images[slot] = ((key, band), (image, target))
@@ -379,17 +395,35 @@ class HeadLinesView(QWidget):
         painter.fillRect(QRectF(g.right_text - 3, g.top + key * g.pitch, self.width() - g.right_text,
                                 g.pitch), SELECTED_BAND)
 
-    def _paint_labels(self, painter: QPainter, g: LinesGeometry) -> None:
+    def _paint_labels(self, painter: QPainter, g: LinesGeometry, exposed: QRect) -> None:
+        """Each row's label left (right-aligned) and right, in the rows exposed. Drawn at a point with
+        the widths measured in set_lines (text in a rectangle is laid out anew on every paint); the
+        hovered label is bold, so it alone is aligned by the painter."""
+        metrics = QFontMetricsF(self.font())
+        baseline = (g.pitch + metrics.ascent() - metrics.descent()) / 2
+        first = max(0, math.floor((exposed.top() - g.top) / g.pitch))
+        last = min(len(self._labels), math.ceil((exposed.bottom() + 1 - g.top) / g.pitch))
+        painter.setFont(self.font())
+        painter.setPen(Qt.GlobalColor.black)
+        for row in range(first, last):
+            y = g.top + row * g.pitch + baseline
+            label = self._labels[row]
+            if self._focus != ("query", row):
+                painter.drawText(QPointF(g.left_text - self._label_advances[row], y), label)
+            if self._focus != ("key", row):
+                painter.drawText(QPointF(g.right_text, y), label)
+        if self._focus is not None and self._focus[1] < len(self._labels):
+            self._paint_focused_label(painter, g, *self._focus)
+
+    def _paint_focused_label(self, painter: QPainter, g: LinesGeometry, side: str, row: int) -> None:
         bold = self.font()
         bold.setBold(True)
-        for row, label in enumerate(self._labels):
-            top = g.top + row * g.pitch
-            for side, rect, align in (
-                    ("query", QRectF(self.MARGIN / 2, top, g.left_text - self.MARGIN / 2, g.pitch),
-                     Qt.AlignmentFlag.AlignRight),
-                    ("key", QRectF(g.right_text, top, self.width() - g.right_text, g.pitch),
-                     Qt.AlignmentFlag.AlignLeft)):
-                focused = self._focus == (side, row)
-                painter.setFont(bold if focused else self.font())
-                painter.setPen(MARK_COLOUR if focused else Qt.GlobalColor.black)
-                painter.drawText(rect, int(align | Qt.AlignmentFlag.AlignVCenter), label)
+        painter.setFont(bold)
+        painter.setPen(MARK_COLOUR)
+        top = g.top + row * g.pitch
+        if side == "query":
+            rect = QRectF(self.MARGIN / 2, top, g.left_text - self.MARGIN / 2, g.pitch)
+            align = Qt.AlignmentFlag.AlignRight
+        else:
+            rect, align = QRectF(g.right_text, top, self.width() - g.right_text, g.pitch), Qt.AlignmentFlag.AlignLeft
+        painter.drawText(rect, int(align | Qt.AlignmentFlag.AlignVCenter), self._labels[row])

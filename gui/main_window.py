@@ -121,6 +121,8 @@ class MainWindow(QMainWindow):
             dock.visibilityChanged.connect(lambda visible, name=panel.object_name: self._on_dock_shown(name, visible))
             self.docks[panel.object_name] = dock
             self.controller.connect_panel(panel)
+            panel.sigDrawFailed.connect(lambda p=panel: self.statusBar().showMessage(
+                f"the {p.title} panel could not draw this sentence", 8000))
             # A click that selects something (a heatmap cell, a chip...) makes that panel Ctrl+E's default.
             panel.sigSelect.connect(lambda _change, name=panel.object_name: setattr(self, "_current_panel", name))
 
@@ -284,14 +286,20 @@ class MainWindow(QMainWindow):
     def _push_selection(self, selection) -> None:
         for panel in self.panels:
             if self.on_screen(panel) and panel.object_name not in self._stale:
-                self._guarded(panel, panel.set_selection, selection)
+                panel.post_selection(selection)
             else:
                 self._stale.add(panel.object_name)
 
     def _update_panel(self, panel: Panel, trace) -> None:
+        """Drawn at the next frame (Panel.post_trace): results faster than frames are drawn once."""
         self._stale.discard(panel.object_name)
-        panel.selection = self.controller.selection   # one refresh for trace and selection together
-        self._guarded(panel, panel.set_trace, trace)
+        panel.post_trace(trace, self.controller.selection)   # one refresh for trace and selection together
+
+    def flush_redraws(self) -> None:
+        """Draw every posted trace and selection now (see Panel.flush): before reading what panels show."""
+        for panel in self.panels:
+            if panel.has_posted():
+                self._guarded(panel, Panel.flush, panel)
 
     def _guarded(self, panel: Panel, method, argument) -> None:
         """One panel failing to draw must not stop the others; the error still reaches sys.excepthook."""
@@ -312,6 +320,7 @@ class MainWindow(QMainWindow):
         for panel in self.panels:
             if panel.object_name in self._stale:
                 self._update_panel(panel, self.controller.trace)
+        self.flush_redraws()
 
     def panel(self, object_name: str) -> Panel | None:
         return next((p for p in self.panels if p.object_name == object_name), None)

@@ -16,6 +16,7 @@ from PySide6.QtGui import QFontMetricsF, QImage, QPainter
 
 from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS, elide
+from gui.text_widths import TextWidths
 
 SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
@@ -24,26 +25,54 @@ LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 class TokenAxis(pg.AxisItem):
     def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5) -> None:
         """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars)."""
+        self._bounds_while_drawing: QRectF | None = None   # boundingRect, fixed while generateDrawSpecs runs
         super().__init__(orientation)
         self._offset = offset
         self._labels: list[str] = []
         self._upright: list[tuple[float, float, str]] = []  # (x, y, text) drawn turned by -90°
         self._widest = 0.0
+        self._turned_length = 0.0   # the longest label turned: its word, and the upright ␣ below it
         self._upright_image: tuple | None = None   # (what it shows, QImage, where it goes)
         self.setTickFont(ui_font(point_size))
+        self._text_width = TextWidths(self.style["tickFont"])
         self.setStyle(tickLength=4, hideOverlappingLabels=False)
+        self.enableAutoSIPrefix(False)   # names have no units; the prefix check re-lays the title out per range
         if orientation in ("left", "right"):   # sized by set_labels: no relayout after the first paint
             self.setStyle(autoExpandTextSpace=False)
 
     def set_labels(self, labels: Sequence[str], columns: int | None = LABEL_COLUMNS) -> None:
         """The label of each row; longer than `columns` (CJK counts double) they are elided (None: never)."""
         self._labels = list(labels) if columns is None else [elide(label, columns) for label in labels]
-        metrics = self._metrics()
-        self._widest = max((metrics.horizontalAdvance(label) for label in self._labels), default=0.0)
+        self._widest = max(map(self._text_width, self._labels), default=0.0)
+        self._turned_length = max(map(self._turned_extent, self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6))
         self.picture = None
+        self._fit_to_labels()
         self.update()
+
+    def setRange(self, mn: float, mx: float) -> None:  # noqa: N802 (pyqtgraph's name)
+        super().setRange(mn, mx)
+        self._fit_to_labels()
+
+    def resizeEvent(self, event=None) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit_to_labels()
+
+    def _fit_to_labels(self) -> None:
+        """A bottom axis takes the height its labels need (upright or not) before it is painted: sized
+        while painting, it would lay the plot out again and paint it twice."""
+        if self.orientation != "bottom" or not getattr(self, "_labels", None):   # (called while AxisItem builds)
+            return
+        low, high = sorted(self.range)
+        pixels_per_row = self.geometry().width() / max(high - low, 1e-9)
+        spacing = self.label_step(pixels_per_row) * pixels_per_row
+        self._fit_height(None if self._widest + 6 <= spacing else self._turned_length)
+
+    def _turned_extent(self, label: str) -> float:
+        """How far a turned label reaches below the axis: its word, then a line for the upright ␣."""
+        word = label.lstrip(SPACE_MARK)
+        return self._text_width(word) + (self._metrics().height() if word != label else 0.0)
 
     def labels(self) -> list[str]:
         return list(self._labels)
@@ -76,8 +105,16 @@ class TokenAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):  # noqa: N802
         return [self._labels[int(v)] if 0 <= int(v) < len(self._labels) else "" for v in values]
 
+    def boundingRect(self) -> QRectF:  # noqa: N802
+        return self._bounds_while_drawing if self._bounds_while_drawing is not None else super().boundingRect()
+
     def generateDrawSpecs(self, p):  # noqa: N802
-        specs = super().generateDrawSpecs(p)
+        # The base class asks for boundingRect once per label, and it cannot change meanwhile.
+        self._bounds_while_drawing = super().boundingRect()
+        try:
+            specs = super().generateDrawSpecs(p)
+        finally:
+            self._bounds_while_drawing = None
         self._upright = []
         if specs is None or self.orientation != "bottom" or not self._labels:
             return specs
@@ -95,7 +132,7 @@ class TokenAxis(pg.AxisItem):
             index = int(math.floor(low + (x - bounds.left()) * (high - low) / max(bounds.width(), 1e-9)))
             if 0 <= index < len(self._labels):
                 self._upright.append((x, top, self._labels[index]))
-        self._fit_height(self._widest)
+        self._fit_height(self._turned_length)
         return axis_spec, tick_specs, []
 
     def _fit_height(self, text_width: float | None) -> None:

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 
 def settled(window, text: str) -> bool:
-    """The window's controller has analysed exactly `text` and has nothing under way."""
+    """The window's controller has analysed exactly `text` and has nothing under way; then every panel
+    draws what was posted to it (MainWindow.flush_redraws), so tests read what the panels show."""
     c = window.controller
-    return c.trace is not None and c.trace.text == text and not c.busy()
+    if c.trace is not None and c.trace.text == text and not c.busy():
+        window.flush_redraws()
+        return True
+    return False
 
 
 def type_text(qtbot, window, text: str, timeout: int = 20000) -> None:
