@@ -1,11 +1,12 @@
 """Figures and numbers to files: PNG at any width or DPI, SVG, PDF, CSV tables, the whole Trace as NPZ.
 
+Every figure is painted laid out for the page (gui/figure_pages.py), whatever its dock's size.
 Rendering needs the GUI thread (it paints widgets); it produces bytes in memory. Writing is
 separate (`write_files`) so it can run off the UI thread, and a set of files is written
 all-or-nothing (core.raw_export.write_file_set): a failure leaves nothing behind.
 
 File names, for one panel Figure named NAME:
-    NAME.png   the figure at `width` pixels (default: twice its on-screen width), aspect kept
+    NAME.png   the figure at `width` pixels (default: twice its page width), aspect kept
     NAME.svg   the figure as vectors (text as glyph outlines), see gui/svg_export.py
     NAME.pdf   the figure as a vector PDF page of its own size (fonts embedded)
     NAME.csv   Figure.table(), and one KEY.csv per Figure.extra_tables entry
@@ -29,6 +30,7 @@ from PySide6.QtWidgets import QWidget
 
 from core.raw_export import tokens_csv_text, trace_npz_bytes, write_file_set
 from core.trace import Trace
+from gui.figure_pages import on_page
 from gui.panels.base import Figure
 from gui.svg_export import widget_svg_bytes
 
@@ -168,14 +170,16 @@ def figure_files(figure: Figure, formats: Iterable[str], width: int | None = Non
     """
     formats = set(formats)
     files: dict[str, bytes] = {}
-    if "png" in formats:
-        image = render_image(figure.widget, width, dpi)
-        files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
-    svg = widget_svg_bytes(figure.widget, title=figure.name) if formats & {"svg", "pdf"} else None
-    if "svg" in formats:
-        files[f"{figure.name}.svg"] = svg
-    if "pdf" in formats:   # the SVG is drawn once and reused
-        files[f"{figure.name}.pdf"] = pdf_bytes(figure.widget, figure.name, svg)
+    if formats & {"png", "svg", "pdf"}:
+        with on_page(figure) as page:
+            if "png" in formats:
+                image = render_image(page, width, dpi)
+                files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
+            svg = widget_svg_bytes(page, title=figure.name) if formats & {"svg", "pdf"} else None
+            if "svg" in formats:
+                files[f"{figure.name}.svg"] = svg
+            if "pdf" in formats:   # the SVG is drawn once and reused
+                files[f"{figure.name}.pdf"] = pdf_bytes(page, figure.name, svg)
     if "csv" in formats:
         if figure.table is not None:
             files[f"{figure.name}.csv"] = figure.table().encode("utf-8")
@@ -216,11 +220,13 @@ def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[P
 
 def figure_mime_data(figure: Figure) -> QMimeData:
     """The figure as the clipboard carries it: PNG (2x, for slides and chat) and SVG (for vector editors)."""
-    image = render_image(figure.widget)
+    with on_page(figure) as page:
+        image = render_image(page)
+        svg = widget_svg_bytes(page, title=figure.name)
     mime = QMimeData()
     mime.setImageData(image)
     mime.setData("image/png", QByteArray(image_png_bytes(image)))
-    mime.setData("image/svg+xml", QByteArray(widget_svg_bytes(figure.widget, title=figure.name)))
+    mime.setData("image/svg+xml", QByteArray(svg))
     return mime
 
 
