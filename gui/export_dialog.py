@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
                                QLabel, QLineEdit, QPushButton, QSpinBox, QWidget)
 
 from gui import export
-from gui.figure_pages import on_page, page_size
+from gui.figure_pages import laid_out_size, on_page
 from gui.panels.base import Figure
 from gui.svg_export import widget_svg_bytes
 
@@ -88,7 +88,7 @@ class ExportFigureDialog(QDialog):
         figure = self._figure()
         self.width_box.blockSignals(True)
         try:
-            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], round(page_size(figure).width() * export.DEFAULT_PNG_SCALE)))
+            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], round(laid_out_size(figure).width() * export.DEFAULT_PNG_SCALE)))
         finally:
             self.width_box.blockSignals(False)
         self.width_box.setEnabled(self._fmt() == "png")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from PySide6.QtCore import QCoreApplication, QSize, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QScrollArea, QScrollBar, QWidget
 
 from gui.panels.base import Figure
@@ -22,7 +22,7 @@ PAGE_HEIGHT = 560           # figures with no size of their own: a 16:10-ish plo
 MAX_PAGE_SIDE = 12_000      # a page taller than this (thousands of tokens) is cut to it
 
 
-MAX_PAGE_WIDTH = 1800       # a figure of many heads or tokens shrinks its cells to stay this wide
+MAX_PAGE_WIDTH = 1400       # a figure of many heads or tokens shrinks its cells to stay this wide
 
 
 def cell_size(n: int) -> float:
@@ -48,17 +48,20 @@ def grid_page(rows: int, cols: int, tokens: int, gap: float = 0.12, margin: tupl
 
 
 def natural_height(widget: QWidget, width: int) -> int:
-    """The height the widget's own layout asks for at `width` (heightForWidth when it wraps text)."""
+    """The height the widget's content asks for at `width` (wrapped text, tables, flows of chips).
+
+    The widget is resized to that width first: what a child needs often depends on its own width
+    (a wrapped title, a table's scroll bar), and must not depend on the width the dock gave it."""
+    widget.resize(width, max(1, widget.height()))
     layout = widget.layout()
-    if layout is not None:
-        layout.invalidate()
-        layout.activate()
-        if layout.hasHeightForWidth():
-            return layout.totalHeightForWidth(width)
-        return max(layout.totalSizeHint().height(), layout.totalMinimumSize().height())
-    if widget.hasHeightForWidth():
-        return widget.heightForWidth(width)
-    return widget.sizeHint().height()
+    if layout is None:
+        return max(widget.sizeHint().height(), widget.minimumHeight(),
+                   widget.heightForWidth(width) if widget.hasHeightForWidth() else 0)
+    layout.invalidate()
+    layout.activate()
+    if layout.hasHeightForWidth():
+        return layout.totalHeightForWidth(width)
+    return max(layout.totalSizeHint().height(), layout.totalMinimumSize().height())
 
 
 def has_plot(widget: QWidget) -> bool:
@@ -67,13 +70,12 @@ def has_plot(widget: QWidget) -> bool:
 
 
 def default_page(widget: QWidget) -> QSize:
-    """A plot: PAGE_WIDTH wide, at least PAGE_HEIGHT high. Tables and text: their natural size, at most
-    PAGE_WIDTH wide (wrapped text takes the height it needs at that width)."""
-    if has_plot(widget):
-        return QSize(PAGE_WIDTH, max(PAGE_HEIGHT, natural_height(widget, PAGE_WIDTH)))
-    hint = widget.layout().totalSizeHint() if widget.layout() is not None else widget.sizeHint()
-    width = max(320, min(PAGE_WIDTH, hint.width()))
-    return QSize(width, natural_height(widget, width))
+    """PAGE_WIDTH wide; a plot PAGE_HEIGHT high (or its least height), tables and text as high as their
+    content needs at that width."""
+    if has_plot(widget):   # a plot fills any height: its least height, or PAGE_HEIGHT
+        least = widget.layout().totalMinimumSize().height() if widget.layout() is not None else 0
+        return QSize(PAGE_WIDTH, max(PAGE_HEIGHT, least))
+    return QSize(PAGE_WIDTH, natural_height(widget, PAGE_WIDTH))
 
 
 def page_size(figure: Figure) -> QSize:
@@ -100,6 +102,15 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
     scroll_area = _scroll_area_holding(widget)
     if scroll_area is not None:   # a scroll area keeps its widget at the viewport's size: take it out
         scroll_area.takeWidget()
+    shown_here = widget.isWindow() and not widget.isVisible()
+    if shown_here:   # an off-screen figure: a hidden widget defers its children's resize events
+        widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        widget.show()
+    parent = widget.parentWidget()
+    parent_layout = parent.layout() if parent is not None else None
+    held = parent_layout is not None and parent_layout.isEnabled()
+    if held:   # while on the page, the dock's layout must not put the widget back at its dock size
+        parent_layout.setEnabled(False)
     size = page_size(figure)
     before = widget.size()
     areas = _scroll_areas(widget)
@@ -115,6 +126,10 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
             area.setHorizontalScrollBarPolicy(horizontal)
             area.setVerticalScrollBarPolicy(vertical)
         _resize_and_settle(widget, before)
+        if held:
+            parent_layout.setEnabled(True)
+        if shown_here:
+            widget.hide()
         if scroll_area is not None:
             scroll_area.setWidget(widget)
             widget.show()
@@ -135,7 +150,7 @@ def _resize_and_settle(widget: QWidget, size: QSize) -> None:
         widget.resize(size)
         if widget.layout() is not None:
             widget.layout().activate()
-        QCoreApplication.sendPostedEvents(None, 0)
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)   # layouts only: no paints
         if widget.size() == size.expandedTo(widget.minimumSize()).boundedTo(widget.maximumSize()):
             return
 
@@ -147,5 +162,17 @@ def visible_scroll_bars(widget: QWidget) -> list[QScrollBar]:
 
 def lines_page(view: QWidget) -> QSize:
     """A head view (query tokens left, keys right): room for the lines between, rows a little apart."""
-    least = view.minimumSizeHint()
-    return QSize(least.width() + 320, round(least.height() * 1.35))
+    width = view.minimumSizeHint().width() + 320   # the labels' width: the title's wrapping depends on it
+    view.resize(width, max(1, view.height()))
+    return QSize(width, round(view.minimumSizeHint().height() * 1.35))
+
+
+def rows_page(rows: int, row_height: float = 22.0, chrome: int = 150, width: int = PAGE_WIDTH) -> QSize:
+    """A figure of one row per token (a router table, a per-token strip): rows stay readable."""
+    return QSize(width, max(PAGE_HEIGHT, round(rows * row_height) + chrome))
+
+
+def laid_out_size(figure: Figure) -> QSize:
+    """The size the figure's page really has once laid out (what a PNG at 1x measures)."""
+    with on_page(figure) as page:
+        return page.size()

@@ -21,6 +21,7 @@ from core.raw_export import csv_text
 from core.trace import Trace
 from gui import plotting
 from gui.heatmap import CellText, Heatmap, cells_path, cosmetic_pen
+from gui import figure_pages as pages
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.text_fit import elide
@@ -623,7 +624,8 @@ class MoePanel(Panel):
     def figures(self) -> list[Figure]:
         if self.trace is None or not self.trace.config.is_moe:
             return []
-        figures = [Figure("moe_router_probs", self.router, self.router_table),
+        n = self.trace.n_tokens
+        figures = [Figure("moe_router_probs", self.router, self.router_table, page_size=lambda: pages.rows_page(n)),
                    Figure("moe_expert_load", self.load, self.load_table,
                           extra_tables={"moe_expert_tokens": self.expert_tokens_table})]
         if self.result is not None:

@@ -15,7 +15,7 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QResizeEvent
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
-                               QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
+                               QGridLayout, QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
 from core.raw_export import csv_text
 from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
@@ -432,6 +432,53 @@ class Card(QFrame):
                                 step.highlight_cols, f"{r} {step.row_axis} × {c} {step.col_axis}")
 
 
+class StepOverview(QWidget):
+    """The step_by_step figure: every step as a tile (title, formula, the whole matrix as a heatmap)
+    in a grid, the calculation on one page; each step's numbers are its own figure (step_01_x, …)."""
+
+    COLUMNS = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        _fill(self, QColor("white"))
+        self.heading = _label(10.5, bold=True)
+        self._grid = QGridLayout()
+        self._grid.setHorizontalSpacing(14)
+        self._grid.setVerticalSpacing(10)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 8, 10, 10)
+        layout.addWidget(self.heading)
+        layout.addLayout(self._grid)
+        self._tiles: list[tuple[QLabel, QLabel, HeatmapThumb]] = []
+
+    def show_calculation(self, heading: str, steps: Sequence[Step]) -> None:
+        self.heading.setText(heading)
+        while len(self._tiles) < len(steps):
+            self._tiles.append(self._tile(len(self._tiles)))
+        for i, (title, formula, heatmap) in enumerate(self._tiles):
+            shown = i < len(steps)
+            for widget in (title, formula, heatmap):
+                widget.setVisible(shown)
+            if shown:
+                step = steps[i]
+                r, c = step.values.shape
+                title.setText(f"{i + 1}. {step.title}")
+                formula.setText(step.formula)
+                heatmap.set_matrix(step.values, step.signed, (), (), step.highlight_rows, step.highlight_cols,
+                                   f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+    def _tile(self, index: int) -> tuple[QLabel, QLabel, HeatmapThumb]:
+        title, formula, heatmap = _label(9, bold=True), _label(8.5, colour="#1a4d8f", formula=True), HeatmapThumb()
+        tile = QVBoxLayout()
+        tile.setSpacing(2)
+        for widget in (title, formula):
+            tile.addWidget(widget)
+        tile.addWidget(heatmap, 0, Qt.AlignHCenter)
+        tile.addStretch(1)
+        self._grid.addLayout(tile, index // self.COLUMNS, index % self.COLUMNS)
+        return title, formula, heatmap
+
+
 def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]]:
     """Rows d0…d(Dh−1), then Σ, ÷√Dh, and the trace's score; columns q, k, q×k, running sum (NaN = blank)."""
     n = dot.terms.shape[0]
@@ -478,6 +525,7 @@ class StepPanel(Panel):
         self._strip_layout.setSpacing(8)
         self._strip_layout.addStretch(1)
         self.dot_card = Card()             # the term-by-term expansion, placed after the ÷√Dh card
+        self.overview = StepOverview()     # the step_by_step figure: off screen, drawn only for export
         scroll = self._scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self._strip)
@@ -609,9 +657,16 @@ class StepPanel(Panel):
             return []
         self._draw_cards()
         self._lay_out_strip()
-        steps = {step_file_stem(i, s): s.csv for i, s in enumerate(calc.steps)}
-        return [Figure("step_by_step", self._strip, table=lambda: self._overview_csv(calc), extra_tables=steps),
+        self.overview.show_calculation(self._heading(calc), calc.steps)
+        steps = [Figure(step_file_stem(i, step), self._cards[step.key], table=step.csv)
+                 for i, step in enumerate(calc.steps)]
+        return [Figure("step_by_step", self.overview, table=lambda: self._overview_csv(calc)), *steps,
                 Figure("step_dot_product", self.dot_card, table=calc.dot.csv)]
+
+    def _heading(self, calc: HeadCalculation) -> str:
+        trace = self.trace
+        return (f"One attention head, step by step: layer {calc.layer}, head {calc.head}, query {calc.query} "
+                f"“{trace.label(calc.query)}”, key {calc.key} “{trace.label(calc.key)}” ({trace.n_tokens} tokens)")
 
     def _lay_out_strip(self) -> None:
         """Lay the page of cards out now, at its full height, so that an export straight after a new

@@ -18,7 +18,7 @@ from core.raw_export import ExportError
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
-from gui.figure_pages import page_size
+from gui.figure_pages import laid_out_size
 from gui.fonts import register_fonts
 from gui.panels.registry import panel_classes
 from gui.svg_export import restore_close_commands, split_close_commands, widget_svg_bytes
@@ -225,7 +225,7 @@ def test_copy_figure_puts_png_and_svg_on_the_clipboard(attention_figures):
     export.copy_figure_to_clipboard(figure)
     mime = QGuiApplication.clipboard().mimeData()
     png = QImage.fromData(bytes(mime.data("image/png")), "PNG")
-    page = page_size(figure)   # laid out for the page, not at the 400 × 300 it has on screen
+    page = laid_out_size(figure)   # laid out for the page, not at the 400 × 300 it has on screen
     assert (png.width(), png.height()) == (2 * page.width(), 2 * page.height())
     assert figure.widget.size() == QSize(400, 300)
     assert ET.fromstring(bytes(mime.data("image/svg+xml"))).tag.endswith("svg")
@@ -245,7 +245,7 @@ def test_export_dialog_previews_the_file_as_written(qtbot, attention_figures, tm
     index = next(i for i, (name, _) in enumerate(figures) if name == "attention_head")
     figure = figures[index][1]
     figure.widget.resize(500, 400)
-    page = page_size(figure)
+    page = laid_out_size(figure)
     dialog = ExportFigureDialog(figures, index, str(tmp_path))
     qtbot.addWidget(dialog)
     preview = dialog.preview_image()
