@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QListWidget, QP
 
 from core.tokens_view import EMPTY_REPLAY_CSV, MAX_FIGURE_ROWS, MergeReplay, token_chips, tokens_csv
 from gui.chip_flow import Chip, ChipFlow
-from gui.figure_pages import MAX_PAGE_WIDTH, natural_height
+from gui.figure_pages import MAX_PAGE_WIDTH, ink, natural_height, page_background
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -31,17 +31,18 @@ LEGEND = (f"<span style='background:{WHOLE_FILL.name()}'>&nbsp;&nbsp;&nbsp;</spa
           "(the end is not included)")
 
 
-def white(widget: QWidget) -> QWidget:
+def paper(widget: QWidget) -> QWidget:
+    """The widget on the figures' paper: white, or the dark theme's window colour."""
     widget.setAutoFillBackground(True)
     palette = widget.palette()
-    palette.setColor(widget.backgroundRole(), QColor("white"))
+    palette.setColor(widget.backgroundRole(), page_background())
     widget.setPalette(palette)
     return widget
 
 
 def scrolled(widget: QWidget) -> QScrollArea:
-    """widget at the top of a white, vertically scrolling area (it keeps its own height)."""
-    holder = white(QWidget())
+    """widget at the top of a paper-coloured, vertically scrolling area (it keeps its own height)."""
+    holder = paper(QWidget())
     layout = QVBoxLayout(holder)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.addWidget(widget)
@@ -64,12 +65,12 @@ class MergeSequence(QWidget):
 
     def __init__(self) -> None:
         super().__init__()
-        white(self)
+        paper(self)
         self.heading = QLabel()
         self.heading.setFont(ui_font(10.5, bold=True))
         self.note = QLabel()
         self.note.setWordWrap(True)
-        self.note.setStyleSheet("QLabel { color: #555; }")
+        self.note.setStyleSheet(f"QLabel {{ color: {ink('#555', '#bbb').name()}; }}")
         self._grid = QGridLayout()
         self._grid.setHorizontalSpacing(8)
         self._grid.setVerticalSpacing(3)
@@ -125,7 +126,7 @@ class MergeSequence(QWidget):
     def _row(self, index: int) -> tuple[QLabel, ChipFlow]:
         label = QLabel()
         label.setFont(ui_font(8.5))
-        label.setStyleSheet("QLabel { color: #333; }")
+        label.setStyleSheet(f"QLabel {{ color: {ink('#333', '#ddd').name()}; }}")
         flow = ChipFlow(big_point_size=10.0, small_point_size=8.0)
         self._grid.addWidget(label, index, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
         self._grid.addWidget(flow, index, 1)
@@ -203,7 +204,7 @@ class TokensPanel(Panel):
             controls.addWidget(widget, stretch)
 
         # What the tokens_merges figure shows: the caption and the pieces after the current step.
-        self.merge_view = white(QWidget())
+        self.merge_view = paper(QWidget())
         self.merge_view.setObjectName("tokens_merges")
         self.step_label = QLabel()
         self.step_label.setWordWrap(True)
