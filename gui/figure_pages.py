@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QScrollArea, QScrollBar, QWidget
 
 from gui.panels.base import Figure
@@ -136,6 +136,15 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
             widget.show()
 
 
+def _send_pending_resizes(widget: QWidget) -> None:
+    """A widget on a hidden page (a tab not shown) keeps its resize events until it is shown: a plot
+    would then be painted laid out at its old size. Deliver them now, as showing it would."""
+    for child in (widget, *widget.findChildren(QWidget)):
+        if child.testAttribute(Qt.WidgetAttribute.WA_PendingResizeEvent):
+            child.setAttribute(Qt.WidgetAttribute.WA_PendingResizeEvent, False)
+            QCoreApplication.sendEvent(child, QResizeEvent(child.size(), QSize()))
+
+
 def _scroll_area_holding(widget: QWidget) -> QScrollArea | None:
     viewport = widget.parentWidget()
     area = viewport.parentWidget() if viewport is not None else None
@@ -151,6 +160,7 @@ def _resize_and_settle(widget: QWidget, size: QSize) -> None:
         widget.resize(size)
         if widget.layout() is not None:
             widget.layout().activate()
+        _send_pending_resizes(widget)
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)   # layouts only: no paints
         if widget.size() == size.expandedTo(widget.minimumSize()).boundedTo(widget.maximumSize()):
             return

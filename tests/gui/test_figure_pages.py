@@ -82,3 +82,31 @@ def test_merge_replay_figure_has_a_row_per_step(host, bundle):
     assert len(flows) == replay.n_steps + 1   # a short sentence: every step, bytes to tokens
     assert flows[0].chip_count() == len(replay.pieces_at(0))
     assert flows[-1].chip_count() == trace.n_tokens
+
+
+def test_a_figure_on_a_hidden_tab_is_painted_at_its_page_size(qapp, bundle):
+    """The positions panel shows one page at a time: the others' plots must still be laid out for the
+    page before the PNG is painted (their resize events wait until shown), as the SVG then is."""
+    import cairosvg
+    import numpy as np
+
+    trace = analyse(NumpyRunner(bundle), LONG)
+    fresh = FigureHost()   # its hidden pages have never been laid out at any other size
+    try:
+        figure = next(f for f in fresh.figures(trace, ExportRequest(figures=("positions_rope_angles",))))
+        assert not figure.widget.isVisible()
+        files = export.figure_files(figure, ["png", "svg"])
+    finally:
+        fresh.close()
+    png = QImage.fromData(files["positions_rope_angles.png"], "PNG")
+    raster = QImage.fromData(cairosvg.svg2png(bytestring=files["positions_rope_angles.svg"], output_width=png.width(),
+                                              output_height=png.height(), background_color="white"), "PNG")
+
+    def blocks(image: QImage) -> np.ndarray:
+        image = image.convertToFormat(QImage.Format.Format_RGB888)
+        rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+        h, w = image.height() // 8 * 8, image.width() // 8 * 8
+        pixels = rows[:h, : image.width() * 3].reshape(h, image.width(), 3)[:, :w]
+        return pixels.reshape(h // 8, 8, w // 8, 8, 3).mean(axis=(1, 3))
+
+    assert np.abs(blocks(png) - blocks(raster)).mean() < 8
