@@ -8,6 +8,7 @@ MAX the model's context):
                    paint event the new trace caused has been delivered to a visible panel
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
   export_all_ms    Export all, PNG + SVG, 64 tokens
+  batch_export_ms_per_text  `main.py export --texts` with 20 sentences, the attention_head PNG (per sentence)
   rss_mb           resident memory after the update runs
   matplotlib_grid_ms  the layer x head grid of labelled heatmaps drawn with matplotlib (Agg)
   grid_speedup     matplotlib_grid_ms / Glassbox's grid update (new trace -> grid repainted)
@@ -255,6 +256,9 @@ def run(repeats: int = 7) -> dict:
         result["grid_speedup"] = {key: result["matplotlib_grid_ms"][key] / max(glassbox_grid[key], 1e-6)
                                   for key in glassbox_grid}
         result["export_all_ms"] = export_all_ms(app, controller, window, log, max(1, repeats // 2))
+        from gui.headless import bench_batch_export
+
+        result["batch_export_ms_per_text"] = bench_batch_export()
         window.close()
         app.processEvents()
     result["startup_ms"] = startup_ms(max(1, repeats // 2))

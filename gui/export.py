@@ -1,11 +1,12 @@
 """Figures and numbers to files: PNG at any width or DPI, SVG, PDF, CSV tables, the whole Trace as NPZ.
 
+Every figure is painted laid out for the page (gui/figure_pages.py), whatever its dock's size.
 Rendering needs the GUI thread (it paints widgets); it produces bytes in memory. Writing is
 separate (`write_files`) so it can run off the UI thread, and a set of files is written
 all-or-nothing (core.raw_export.write_file_set): a failure leaves nothing behind.
 
 File names, for one panel Figure named NAME:
-    NAME.png   the figure at `width` pixels (default: twice its on-screen width), aspect kept
+    NAME.png   the figure at `width` pixels (default: twice its page width), aspect kept
     NAME.svg   the figure as vectors (text as glyph outlines), see gui/svg_export.py
     NAME.pdf   the figure as a vector PDF page of its own size (fonts embedded)
     NAME.csv   Figure.table(), and one KEY.csv per Figure.extra_tables entry
@@ -14,13 +15,9 @@ and for the whole trace: trace.npz (every array, as `main.py trace`) and tokens.
 from __future__ import annotations
 
 import os
-import struct
-import zlib
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Mapping
-
-import numpy as np
 
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSizeF
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
@@ -29,7 +26,9 @@ from PySide6.QtWidgets import QWidget
 
 from core.raw_export import tokens_csv_text, trace_npz_bytes, write_file_set
 from core.trace import Trace
+from gui.figure_pages import on_page
 from gui.panels.base import Figure
+from gui.png_encode import image_png_bytes
 from gui.svg_export import widget_svg_bytes
 
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
@@ -101,32 +100,6 @@ def render_image(widget: QWidget, width: int | None = None, dpi: float | None = 
     return image
 
 
-def image_png_bytes(image: QImage) -> bytes:
-    """An opaque image as a PNG: 8-bit RGB, the "Sub" filter and zlib level 1, with its DPI (pHYs).
-
-    Written here rather than by QImage.save: figures are mostly flat colour, where Sub turns rows into
-    runs of zeros that fast deflate packs well; this is about 3x faster than Qt's libpng defaults
-    for a file of about the same size (benchmarks: gui.headless.bench_export_all).
-    """
-    rgb = image.convertToFormat(QImage.Format.Format_RGB888)
-    height, width = rgb.height(), rgb.width()
-    if rgb.isNull() or width == 0 or height == 0:
-        raise ValueError(f"could not encode a {image.width()} × {image.height()} PNG")
-    rows = np.frombuffer(rgb.constBits(), np.uint8).reshape(height, rgb.bytesPerLine())[:, : width * 3]
-    filtered = np.empty((height, width * 3 + 1), np.uint8)
-    filtered[:, 0] = 1                                  # filter type Sub: each byte minus the pixel to its left
-    filtered[:, 1:4] = rows[:, :3]
-    np.subtract(rows[:, 3:], rows[:, :-3], out=filtered[:, 4:])
-    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)   # 8-bit RGB, no interlace
-    density = struct.pack(">IIB", image.dotsPerMeterX(), image.dotsPerMeterY(), 1)
-    return b"".join((b"\x89PNG\r\n\x1a\n", _png_chunk(b"IHDR", header), _png_chunk(b"pHYs", density),
-                     _png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 1)), _png_chunk(b"IEND", b"")))
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
-
-
 def png_bytes(widget: QWidget, width: int | None = None, dpi: float | None = None) -> bytes:
     """The widget as a PNG `width` pixels wide (or at `dpi`; default 2x on screen), aspect kept."""
     return image_png_bytes(render_image(widget, width, dpi))
@@ -168,14 +141,16 @@ def figure_files(figure: Figure, formats: Iterable[str], width: int | None = Non
     """
     formats = set(formats)
     files: dict[str, bytes] = {}
-    if "png" in formats:
-        image = render_image(figure.widget, width, dpi)
-        files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
-    svg = widget_svg_bytes(figure.widget, title=figure.name) if formats & {"svg", "pdf"} else None
-    if "svg" in formats:
-        files[f"{figure.name}.svg"] = svg
-    if "pdf" in formats:   # the SVG is drawn once and reused
-        files[f"{figure.name}.pdf"] = pdf_bytes(figure.widget, figure.name, svg)
+    if formats & {"png", "svg", "pdf"}:
+        with on_page(figure) as page:
+            if "png" in formats:
+                image = render_image(page, width, dpi)
+                files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
+            svg = widget_svg_bytes(page, title=figure.name) if formats & {"svg", "pdf"} else None
+            if "svg" in formats:
+                files[f"{figure.name}.svg"] = svg
+            if "pdf" in formats:   # the SVG is drawn once and reused
+                files[f"{figure.name}.pdf"] = pdf_bytes(page, figure.name, svg)
     if "csv" in formats:
         if figure.table is not None:
             files[f"{figure.name}.csv"] = figure.table().encode("utf-8")
@@ -216,11 +191,13 @@ def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[P
 
 def figure_mime_data(figure: Figure) -> QMimeData:
     """The figure as the clipboard carries it: PNG (2x, for slides and chat) and SVG (for vector editors)."""
-    image = render_image(figure.widget)
+    with on_page(figure) as page:
+        image = render_image(page)
+        svg = widget_svg_bytes(page, title=figure.name)
     mime = QMimeData()
     mime.setImageData(image)
     mime.setData("image/png", QByteArray(image_png_bytes(image)))
-    mime.setData("image/svg+xml", QByteArray(widget_svg_bytes(figure.widget, title=figure.name)))
+    mime.setData("image/svg+xml", QByteArray(svg))
     return mime
 
 

@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
                                QLabel, QLineEdit, QPushButton, QSpinBox, QWidget)
 
 from gui import export
+from gui.figure_pages import laid_out_size, on_page
 from gui.panels.base import Figure
 from gui.svg_export import widget_svg_bytes
 
@@ -87,7 +88,7 @@ class ExportFigureDialog(QDialog):
         figure = self._figure()
         self.width_box.blockSignals(True)
         try:
-            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], round(figure.widget.width() * export.DEFAULT_PNG_SCALE)))
+            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], round(laid_out_size(figure).width() * export.DEFAULT_PNG_SCALE)))
         finally:
             self.width_box.blockSignals(False)
         self.width_box.setEnabled(self._fmt() == "png")
@@ -111,16 +112,19 @@ class ExportFigureDialog(QDialog):
             self.preview_note.setText("")
 
     def _preview_png(self, figure: Figure) -> None:
-        width, height, _ = export.png_size(figure.widget, self.width_box.value())
-        self.preview_note.setText(f"{width} × {height} pixels")
-        if width * height > PREVIEW_MAX_PIXELS:
-            self.preview.setPixmap(QPixmap())
-            self.preview.setText(f"{width} × {height} px: too large to preview")
-            return
-        self._show(export.render_image(figure.widget, width))
+        with on_page(figure) as page:
+            width, height, _ = export.png_size(page, self.width_box.value())
+            self.preview_note.setText(f"{width} × {height} pixels")
+            if width * height > PREVIEW_MAX_PIXELS:
+                self.preview.setPixmap(QPixmap())
+                self.preview.setText(f"{width} × {height} px: too large to preview")
+                return
+            image = export.render_image(page, width)
+        self._show(image)
 
     def _preview_vector(self, figure: Figure, fmt: str) -> None:
-        svg = widget_svg_bytes(figure.widget, title=figure.name)   # the PDF is drawn from this same SVG
+        with on_page(figure) as page:
+            svg = widget_svg_bytes(page, title=figure.name)   # the PDF is drawn from this same SVG
         renderer = QSvgRenderer(QByteArray(svg))
         page = renderer.viewBoxF()
         scale = min(PREVIEW_SIZE.width() / page.width(), PREVIEW_SIZE.height() / page.height())

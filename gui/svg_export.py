@@ -18,12 +18,15 @@ import math
 import re
 import sys
 
+import numpy as np
 from PySide6.QtCore import QBuffer, QIODevice, QPoint, QPointF, QRect, Qt
 from PySide6.QtGui import QFont, QImage, QPainter, QPainterPath
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QWidget
 
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters; the module below is its submodule)
+
+from gui.png_encode import image_png_bytes
 
 _CLOSE_COMMANDS = ("Z", "z")
 
@@ -260,11 +263,26 @@ def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
         return tag
     large = image.scaled(image.width() * times, image.height() * times, Qt.AspectRatioMode.IgnoreAspectRatio,
                          Qt.TransformationMode.FastTransformation)
+    head = head.replace(b"<image ", b'<image style="image-rendering:pixelated" ', 1)
+    return head + sep + base64.b64encode(_png_of(large)) + quote + tail
+
+
+def _png_of(image: QImage) -> bytes:
+    """An opaque image through the fast encoder (most heatmaps); one with transparency through Qt's."""
+    if _is_opaque(image):
+        return image_png_bytes(image)
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    large.save(buffer, "PNG")
-    head = head.replace(b"<image ", b'<image style="image-rendering:pixelated" ', 1)
-    return head + sep + base64.b64encode(bytes(buffer.data())) + quote + tail
+    image.save(buffer, "PNG")
+    return bytes(buffer.data())
+
+
+def _is_opaque(image: QImage) -> bool:
+    if not image.hasAlphaChannel():
+        return True
+    argb = image.convertToFormat(QImage.Format.Format_ARGB32)
+    pixels = np.frombuffer(argb.constBits(), np.uint8).reshape(argb.height(), argb.bytesPerLine())
+    return bool(pixels[:, 3: argb.width() * 4: 4].min(initial=255) == 255)   # ARGB32 is B, G, R, A in memory
 
 
 def _text_as_path(token: bytes, pixels_per_point: float) -> bytes:

@@ -31,6 +31,7 @@ from core.experiment_runs import ablations_only
 from core.head_roles import HeadRoles, sentence_roles
 from core.interventions import Interventions
 from core.role_badges import BADGE_THRESHOLD, BADGES, head_badges, score_lines
+from gui import figure_pages as pages
 from gui import plotting
 from gui.head_grid import MARK_COLOUR, HeadGrid
 from gui.head_lines import HeadLinesView
@@ -207,11 +208,15 @@ class AttentionPanel(Panel):
         trace, layer, head = self.trace, self.selection.layer, self.selection.head
         every_layer, every_head = range(trace.num_layers), range(trace.num_heads)
         lines_heads = every_head if self.all_heads_box.isChecked() else [head]
+        n = trace.n_tokens
         return [
-            Figure("attention_grid", self.grid, lambda: av.long_csv(trace, every_layer, every_head)),
+            Figure("attention_grid", self.grid, lambda: av.long_csv(trace, every_layer, every_head),
+                   page_size=lambda: pages.grid_page(trace.num_layers, trace.num_heads, n)),
             Figure("attention_head", self.matrix_view, lambda: av.head_csv(trace, layer, head, "attn"),
-                   {"attention_head_scores": lambda: av.head_csv(trace, layer, head, "scores")}),
-            Figure("attention_lines", self.lines_view, lambda: av.long_csv(trace, [layer], lines_heads)),
+                   {"attention_head_scores": lambda: av.head_csv(trace, layer, head, "scores")},
+                   page_size=lambda: pages.heatmap_page(n, n)),
+            Figure("attention_lines", self.lines_view, lambda: av.long_csv(trace, [layer], lines_heads),
+                   page_size=lambda: pages.lines_page(self.lines_view)),
         ]
 
     # -------------------------------------------------------------- drawing

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
@@ -24,13 +24,16 @@ class Figure:
 
     name:   stable file stem, lower_snake_case and prefixed by the panel (e.g. "attention_head");
             exports write NAME.png / NAME.svg, and NAME.csv when `table` is given.
-    widget: the QWidget drawn (rendered as it is on screen, at any width).
+    widget: the QWidget drawn (the view the screen shows, laid out at its page size for export).
     table:  returns the numbers behind the picture as CSV text (core.raw_export helpers), or None.
+    page_size: the widget's size on the page, from its content (e.g. cells × tokens); None: the
+            default page (gui/figure_pages.py). Exports lay the widget out at it, never at the dock's size.
     """
     name: str
     widget: QWidget
     table: Callable[[], str] | None = None
     extra_tables: dict[str, Callable[[], str]] = field(default_factory=dict)  # more NAME.csv files
+    page_size: Callable[[], QSize] | None = None
 
 
 FRAME_S = 1 / 60      # a panel posted to draws at most once per frame

@@ -22,6 +22,7 @@ from gui import plotting
 from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap, cells_path
+from gui import figure_pages as pages
 from gui.panels.base import Figure, Panel
 
 SOURCES = ("sentence", "probe")
@@ -244,8 +245,10 @@ class HeadRolesPanel(Panel):
     def figures(self) -> list[Figure]:
         if self.roles is None:
             return []
+        n = self.trace.n_tokens
         return [Figure("head_roles_table", self.table_box, table=self.table_csv),
-                Figure("head_roles_evidence", self.evidence_box, table=self.evidence_csv)]
+                Figure("head_roles_evidence", self.evidence_box, table=self.evidence_csv,
+                       page_size=lambda: pages.heatmap_page(n, n, top=60))]
 
     def table_csv(self) -> str:
         """layer, head, then every role's score on the sentence and on the probe (empty: undefined)."""

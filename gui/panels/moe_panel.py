@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QS
 from core import routing
 from core.routing_view import LayerRouting, experts_off, layer_routing, switch_expert
 from core.trace import Trace
+from gui import figure_pages as pages
 from gui.expert_load_bars import ExpertLoadBars
 from gui.fill_scroll_area import FillScrollArea
 from gui.moe_whatif import WhatIfRequest, WhatIfResult, WhatIfView, expert_list, quoted
@@ -240,8 +241,8 @@ class MoePanel(Panel):
     def figures(self) -> list[Figure]:
         if self.trace is None or not self.trace.config.is_moe:
             return []
-        shown = self.routing
-        figures = [Figure("moe_router_probs", self.router, shown.csv),
+        shown, n = self.routing, self.trace.n_tokens
+        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n)),
                    Figure("moe_expert_load", self.load, shown.load_csv,
                           extra_tables={"moe_expert_tokens": shown.tokens_csv})]
         if self.result is not None:

@@ -15,10 +15,11 @@ import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QResizeEvent
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
-                               QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
+                               QGridLayout, QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
 from core.raw_export import csv_text
 from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
+from gui.figure_pages import ink, page_background
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -29,6 +30,7 @@ QUERY_TINT = QColor(255, 236, 179)    # the selected query row
 KEY_TINT = QColor(200, 225, 255)      # the selected key column (or this head's columns)
 BOTH_TINT = QColor(255, 205, 150)     # the selected cell itself
 FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
+FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 
 
 def format_value(v: float) -> str:
@@ -74,6 +76,8 @@ def runs(indices: Sequence[int]) -> list[tuple[int, int]]:
 
 DISPLAY, TOOLTIP, BACKGROUND, ALIGNMENT = (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole,
                                           Qt.ItemDataRole.BackgroundRole, Qt.ItemDataRole.TextAlignmentRole)
+FOREGROUND = Qt.ItemDataRole.ForegroundRole
+TINTED_TEXT = QColor(20, 20, 20)
 RIGHT, CENTRE = int(Qt.AlignRight | Qt.AlignVCenter), int(Qt.AlignCenter)
 
 
@@ -156,6 +160,8 @@ class WindowTableModel(QAbstractTableModel):
             return self._text[row][col]
         if role == BACKGROUND:
             return self._tint[row][col]
+        if role == FOREGROUND and self._tint[row][col] is not None:
+            return TINTED_TEXT   # dark text on the light tints, in the dark theme too
         if role == ALIGNMENT:
             return CENTRE if self._rows[row] is None or self._cols[col] is None else RIGHT
         if role == TOOLTIP:
@@ -332,14 +338,14 @@ class HeatmapThumb(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.fillRect(self.rect(), Qt.white)
+        painter.fillRect(self.rect(), page_background())
         if self._image.isNull():
             return
         area = self._image_rect()
         painter.drawImage(area, self._image)  # nearest-neighbour: cells stay crisp
         rows, cols = self._shape
         cell_h, cell_w = area.height() / rows, area.width() / cols
-        painter.setPen(QPen(QColor(40, 40, 40), 1))
+        painter.setPen(QPen(ink("#282828", "#d0d0d0"), 1))
         for r in self._rows:  # ticks left of the image: the rows the table shows
             y = area.top() + (r + 0.5) * cell_h
             painter.drawLine(int(area.left() - 5), int(y), int(area.left() - 1), int(y))
@@ -354,14 +360,14 @@ class HeatmapThumb(QWidget):
         for first, last in runs(self._hl_cols):
             painter.drawRect(QRectF(area.left() + first * cell_w, area.top(),
                                     max((last - first + 1) * cell_w, 1.5), area.height()))
-        painter.setPen(QColor(70, 70, 70))
+        painter.setPen(ink("#464646", "#c8c8c8"))
         text_top = int(area.bottom()) + 3
         caption = painter.fontMetrics().elidedText(self._caption, Qt.ElideMiddle, self.width() - 2)
         painter.drawText(QRectF(0, text_top, self.width(), 14), Qt.AlignHCenter, caption)
         painter.drawText(QRectF(0, text_top + 13, self.width(), 14), Qt.AlignHCenter, self._scale)
 
 
-def _label(point_size: float, bold: bool = False, colour: str = "", formula: bool = False,
+def _label(point_size: float, bold: bool = False, colour: tuple[str, str] | None = None, formula: bool = False,
            wrap: bool = True) -> QLabel:
     label = QLabel()
     font = ui_font(point_size, bold)
@@ -372,7 +378,7 @@ def _label(point_size: float, bold: bool = False, colour: str = "", formula: boo
     label.setTextInteractionFlags(Qt.TextSelectableByMouse)
     if colour:
         palette = label.palette()
-        palette.setColor(QPalette.WindowText, QColor(colour))
+        palette.setColor(QPalette.WindowText, ink(*colour))
         label.setPalette(palette)
     return label
 
@@ -392,11 +398,11 @@ class Card(QFrame):
         super().__init__()
         self.setFrameShape(QFrame.StyledPanel)
         # palettes, not style sheets: a style sheet routes every child's painting through the slow QStyleSheetStyle
-        _fill(self, QColor("white"))
+        _fill(self, page_background())
         self.title = _label(10.5, bold=True, wrap=False)
-        self.formula = _label(10, colour="#1a4d8f", formula=True, wrap=False)
-        self.note = _label(8.5, colour="#444", formula=True)
-        self.elided = _label(8, colour="#777", wrap=False)
+        self.formula = _label(10, colour=FORMULA_INK, formula=True, wrap=False)
+        self.note = _label(8.5, colour=("#444", "#c0c0c0"), formula=True)
+        self.elided = _label(8, colour=("#777", "#a0a0a0"), wrap=False)
         self.model = WindowTableModel()
         self.table = CompactTable(self.model)
         self.heatmap = HeatmapThumb()
@@ -430,6 +436,53 @@ class Card(QFrame):
         r, c = step.values.shape
         self.heatmap.set_matrix(step.values, step.signed, step.rows, step.cols, step.highlight_rows,
                                 step.highlight_cols, f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+
+class StepOverview(QWidget):
+    """The step_by_step figure: every step as a tile (title, formula, the whole matrix as a heatmap)
+    in a grid, the calculation on one page; each step's numbers are its own figure (step_01_x, …)."""
+
+    COLUMNS = 4
+
+    def __init__(self) -> None:
+        super().__init__()
+        _fill(self, page_background())
+        self.heading = _label(10.5, bold=True)
+        self._grid = QGridLayout()
+        self._grid.setHorizontalSpacing(14)
+        self._grid.setVerticalSpacing(10)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 8, 10, 10)
+        layout.addWidget(self.heading)
+        layout.addLayout(self._grid)
+        self._tiles: list[tuple[QLabel, QLabel, HeatmapThumb]] = []
+
+    def show_calculation(self, heading: str, steps: Sequence[Step]) -> None:
+        self.heading.setText(heading)
+        while len(self._tiles) < len(steps):
+            self._tiles.append(self._tile(len(self._tiles)))
+        for i, (title, formula, heatmap) in enumerate(self._tiles):
+            shown = i < len(steps)
+            for widget in (title, formula, heatmap):
+                widget.setVisible(shown)
+            if shown:
+                step = steps[i]
+                r, c = step.values.shape
+                title.setText(f"{i + 1}. {step.title}")
+                formula.setText(step.formula)
+                heatmap.set_matrix(step.values, step.signed, (), (), step.highlight_rows, step.highlight_cols,
+                                   f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+    def _tile(self, index: int) -> tuple[QLabel, QLabel, HeatmapThumb]:
+        title, formula, heatmap = _label(9, bold=True), _label(8.5, colour=FORMULA_INK, formula=True), HeatmapThumb()
+        tile = QVBoxLayout()
+        tile.setSpacing(2)
+        for widget in (title, formula):
+            tile.addWidget(widget)
+        tile.addWidget(heatmap, 0, Qt.AlignHCenter)
+        tile.addStretch(1)
+        self._grid.addLayout(tile, index // self.COLUMNS, index % self.COLUMNS)
+        return title, formula, heatmap
 
 
 def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]]:
@@ -472,12 +525,13 @@ class StepPanel(Panel):
         self.summary = _label(9)
         self._strip = QWidget()            # every card: what the step_by_step figure renders
         self._strip.setObjectName("step_strip")
-        _fill(self._strip, QColor(244, 244, 244))
+        _fill(self._strip, page_background().darker(104))
         self._strip_layout = QVBoxLayout(self._strip)
         self._strip_layout.setContentsMargins(8, 8, 8, 8)
         self._strip_layout.setSpacing(8)
         self._strip_layout.addStretch(1)
         self.dot_card = Card()             # the term-by-term expansion, placed after the ÷√Dh card
+        self.overview = StepOverview()     # the step_by_step figure: off screen, drawn only for export
         scroll = self._scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self._strip)
@@ -609,9 +663,16 @@ class StepPanel(Panel):
             return []
         self._draw_cards()
         self._lay_out_strip()
-        steps = {step_file_stem(i, s): s.csv for i, s in enumerate(calc.steps)}
-        return [Figure("step_by_step", self._strip, table=lambda: self._overview_csv(calc), extra_tables=steps),
+        self.overview.show_calculation(self._heading(calc), calc.steps)
+        steps = [Figure(step_file_stem(i, step), self._cards[step.key], table=step.csv)
+                 for i, step in enumerate(calc.steps)]
+        return [Figure("step_by_step", self.overview, table=lambda: self._overview_csv(calc)), *steps,
                 Figure("step_dot_product", self.dot_card, table=calc.dot.csv)]
+
+    def _heading(self, calc: HeadCalculation) -> str:
+        trace = self.trace
+        return (f"One attention head, step by step: layer {calc.layer}, head {calc.head}, query {calc.query} "
+                f"“{trace.label(calc.query)}”, key {calc.key} “{trace.label(calc.key)}” ({trace.n_tokens} tokens)")
 
     def _lay_out_strip(self) -> None:
         """Lay the page of cards out now, at its full height, so that an export straight after a new

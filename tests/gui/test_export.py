@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 import pytest
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, QSize
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel
 
@@ -18,6 +18,7 @@ from core.raw_export import ExportError
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
+from gui.figure_pages import laid_out_size
 from gui.fonts import register_fonts
 from gui.panels.registry import panel_classes
 from gui.svg_export import restore_close_commands, split_close_commands, widget_svg_bytes
@@ -224,7 +225,9 @@ def test_copy_figure_puts_png_and_svg_on_the_clipboard(attention_figures):
     export.copy_figure_to_clipboard(figure)
     mime = QGuiApplication.clipboard().mimeData()
     png = QImage.fromData(bytes(mime.data("image/png")), "PNG")
-    assert (png.width(), png.height()) == (800, 600)
+    page = laid_out_size(figure)   # laid out for the page, not at the 400 × 300 it has on screen
+    assert (png.width(), png.height()) == (2 * page.width(), 2 * page.height())
+    assert figure.widget.size() == QSize(400, 300)
     assert ET.fromstring(bytes(mime.data("image/svg+xml"))).tag.endswith("svg")
     assert mime.hasImage()
 
@@ -242,14 +245,17 @@ def test_export_dialog_previews_the_file_as_written(qtbot, attention_figures, tm
     index = next(i for i, (name, _) in enumerate(figures) if name == "attention_head")
     figure = figures[index][1]
     figure.widget.resize(500, 400)
+    page = laid_out_size(figure)
     dialog = ExportFigureDialog(figures, index, str(tmp_path))
     qtbot.addWidget(dialog)
     preview = dialog.preview_image()
-    assert abs(preview.width() / preview.height() - 500 / 400) < 0.02
-    written = QImage.fromData(export.png_bytes(figure.widget, dialog.width_box.value()), "PNG")
+    assert abs(preview.width() / preview.height() - page.width() / page.height()) < 0.02
+    written_png = export.figure_files(figure, ["png"], dialog.width_box.value())["attention_head.png"]
+    written = QImage.fromData(written_png, "PNG")
     assert np.abs(mean_colour(preview) - mean_colour(written)).max() < 4
     dialog.width_box.setValue(300)
-    qtbot.waitUntil(lambda: dialog.preview_note.text() == "300 × 240 pixels", timeout=5000)
+    expected = f"300 × {round(page.height() * 300 / page.width())} pixels"
+    qtbot.waitUntil(lambda: dialog.preview_note.text() == expected, timeout=5000)
     dialog.format_box.setCurrentIndex(dialog.format_box.findData("pdf"))
     assert "vector PDF" in dialog.preview_note.text() and not dialog.preview_image().isNull()
     dialog.format_box.setCurrentIndex(dialog.format_box.findData("csv"))

@@ -15,6 +15,7 @@ from PySide6.QtGui import QImage
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
+from gui.figure_pages import on_page
 from gui.headless import ExportRequest, FigureHost
 
 import cairosvg  # noqa: E402  the test extra: a renderer that is not Qt
@@ -26,24 +27,31 @@ FIGURES = ("attention_head", "attention_grid", "moe_router_probs", "moe_expert_l
 # 4 x 4 pixel blocks: Qt's hinted text and another renderer's anti-aliasing differ pixel by pixel, but a
 # missing figure part changes whole blocks. (Outlines and text still differ a little: Qt snaps lines to
 # pixels, other renderers anti-alias them; the tests below pin the outline, the bars and the cells.)
+HEATMAPS = ("attention_head", "moe_router_probs")
 MEAN_DIFFERENCE = 8.0   # of 255, mean over blocks
 CELL_DIFFERENCE = 6     # per channel at a heatmap cell's centre (PNG at 2x: cells are many pixels wide)
 
 
 @pytest.fixture(scope="module")
 def rendered(bundle, qapp):
-    """{figure name: (Figure, png QImage, svg bytes, pdf bytes)} for FIGURES, from one offscreen host."""
+    """{figure name: (heatmap cell centres at 1x, png QImage, svg bytes, pdf bytes, 1x png)} for FIGURES."""
     host = FigureHost()
     trace = analyse(NumpyRunner(bundle), TEXT)
     figures = host.figures(trace, ExportRequest(formats=("png", "svg", "pdf"), figures=FIGURES, query=8, key=3))
     out = {}
     for figure in figures:
         files = export.figure_files(figure, ("png", "svg", "pdf"))
-        on_screen = export.png_bytes(figure.widget, width=figure.widget.width())
-        out[figure.name] = (figure, QImage.fromData(files[f"{figure.name}.png"], "PNG"),
+        with on_page(figure) as page:   # the PNG at 1x of the page, and where its cells are
+            on_screen = export.png_bytes(page, width=page.width())
+            centres = heatmap_cell_centres(page, 1.0) if name_has_heatmap(figure.name) else []
+        out[figure.name] = (centres, QImage.fromData(files[f"{figure.name}.png"], "PNG"),
                             files[f"{figure.name}.svg"], files[f"{figure.name}.pdf"], QImage.fromData(on_screen, "PNG"))
     yield out
     host.close()
+
+
+def name_has_heatmap(name: str) -> bool:
+    return name in HEATMAPS
 
 
 def pixels(image: QImage) -> np.ndarray:  # -> [H, W, 3] int
@@ -114,11 +122,12 @@ def without_image_smoothing_hints(svg: bytes) -> bytes:
     return re.sub(rb'image-rendering="[^"]*"|style="image-rendering:[^"]*"', b"", svg)
 
 
-@pytest.mark.parametrize("name", ["attention_head", "moe_router_probs"])
+@pytest.mark.parametrize("name", HEATMAPS)
 def test_every_heatmap_cell_keeps_its_colour_in_svg_and_pdf(rendered, name, tmp_path):
-    figure, png, svg, pdf, _ = rendered[name]
+    centres_1x, png, svg, pdf, on_screen = rendered[name]
     reference = pixels(png)
-    centres = heatmap_cell_centres(figure.widget, png.width() / figure.widget.width())
+    scale = png.width() / on_screen.width()
+    centres = [(int(x * scale), int(y * scale)) for x, y in centres_1x]
     assert len(centres) >= 4
     for label, raster in (("svg", svg_raster(without_image_smoothing_hints(svg), png)),
                           ("pdf", pdf_raster(pdf, png, tmp_path))):

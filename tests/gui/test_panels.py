@@ -14,6 +14,7 @@ from PySide6.QtGui import QImage
 from core.runners import OnnxRunner
 from core.session import analyse
 from gui import export
+from gui.figure_pages import laid_out_size
 from gui.panels.base import Panel
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
@@ -85,14 +86,15 @@ def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, langu
 
 
 def check_png(figure) -> None:
-    width = 2 * figure.widget.width() + 1   # an odd width: the aspect is kept, not the pixel size
-    image, pixels = image_pixels(export.png_bytes(figure.widget, width))
+    page = laid_out_size(figure)            # exports lay the figure out for the page (gui.figure_pages)
+    width = 2 * page.width() + 1            # an odd width: the aspect is kept, not the pixel size
+    image, pixels = image_pixels(export.figure_files(figure, ["png"], width)[f"{figure.name}.png"])
     assert image.width() == width
-    expected_height = figure.widget.height() * width / figure.widget.width()
+    expected_height = page.height() * width / page.width()
     assert abs(image.height() - expected_height) <= 1
     assert len(np.unique(pixels)) > 1, f"{figure.name}.png is a single colour"
-    default, _ = image_pixels(export.png_bytes(figure.widget))
-    assert default.width() == round(2 * figure.widget.width())
+    default, _ = image_pixels(export.figure_files(figure, ["png"])[f"{figure.name}.png"])
+    assert default.width() == round(2 * page.width())
 
 
 def check_svg(figure) -> None:

@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QLabel
 
 from core.runners import NumpyRunner
 from core.session import analyse
+from gui import export
 from gui.panels.step_panel import StepPanel, format_value, two_lines, with_gaps
 from gui.selection import Selection
 
@@ -138,32 +142,36 @@ def test_a_hidden_panel_defers_drawing_until_shown_or_exported(qtbot, english, b
     card = panel._cards["softmax"]
     query = english.n_tokens - 1
     assert cell_texts(card, display_row_of(card, query))[0] == format_value(float(english.layers[0].attn[0, query, 0]))
-    assert set(figures) == {"step_by_step", "step_dot_product"}
+    assert {"step_by_step", "step_dot_product", "step_01_x", "step_10_softmax"} <= set(figures)
 
 
 def test_figures_export_every_step_and_the_dot_product(panel, english):
     panel.set_selection(Selection(layer=1, head=0, query=6, key=2))
     panel.set_trace(english)
     figures = {f.name: f for f in panel.figures()}
-    step = figures["step_by_step"]
-    assert list(step.extra_tables)[:3] == ["step_01_x", "step_02_q", "step_03_k"]
-    assert len(step.extra_tables) == 15
-    rows = list(csv.reader(io.StringIO(step.extra_tables["step_10_softmax"]())))
+    steps = [name for name in figures if name[:5] == "step_" and name[5:7].isdigit()]
+    assert steps[:3] == ["step_01_x", "step_02_q", "step_03_k"] and len(steps) == 15
+    assert figures["step_10_softmax"].widget is panel._cards["softmax"]   # one card, one figure
+    rows = list(csv.reader(io.StringIO(figures["step_10_softmax"].table())))
     attn = np.array([[float(v) for v in row[1:]] for row in rows[1:]])
     np.testing.assert_allclose(attn, english.layers[1].attn[0], atol=1e-6)
-    overview = list(csv.reader(io.StringIO(step.table())))
-    assert overview[0][0] == "file" and len(overview) == 16
+    overview = list(csv.reader(io.StringIO(figures["step_by_step"].table())))
+    assert overview[0][0] == "file" and [row[0] for row in overview[1:]] == steps
     dot_rows = list(csv.reader(io.StringIO(figures["step_dot_product"].table())))
     assert float(dot_rows[-1][3]) == float(english.layers[1].scores[0, 6, 2])
     assert figures["step_dot_product"].widget is panel.dot_card
 
 
-def test_panel_renders_something(panel, english):
+def test_the_overview_shows_every_step_on_one_page(panel, english):
     panel.set_trace(english)
-    image = panel.figures()[0].widget.grab().toImage()
-    assert image.width() > 300 and image.height() > 2000
+    overview = panel.figures()[0]
+    assert overview.name == "step_by_step"
+    image = QImage.fromData(export.figure_files(overview, ["png"])["step_by_step.png"], "PNG")
+    assert image.width() > 600 and image.width() < 4 * image.height()
     colours = {image.pixel(x, y) for x in range(0, image.width(), 17) for y in range(0, image.height(), 23)}
     assert len(colours) > 20
+    titles = [label.text() for label in overview.widget.findChildren(QLabel) if label.isVisibleTo(overview.widget)]
+    assert sum(bool(re.match(r"\d+\. ", title)) for title in titles) == 15
 
 
 def test_number_format_is_about_three_significant_digits():

@@ -1,0 +1,208 @@
+"""A figure laid out for the page: its size comes from its content, never from the dock it sits in.
+
+Figures and the screen share their widgets (the same view classes draw both), but an export
+first lays the figure's widget out at its page size — a heatmap sized by its token count, a
+card at its natural height, bars by their count — paints it, and gives the widget back to its
+dock at the size it had. The dock's size therefore never decides what a figure looks like.
+
+Page sizes are logical pixels (1/96 inch); a PNG is painted at twice that by default.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt
+from PySide6.QtGui import QColor, QResizeEvent
+from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QScrollArea, QScrollBar, QWidget
+
+from gui.panels.base import Figure
+
+PAGE_WIDTH = 900            # a slide-width figure; its text stays legible shown at slide width
+PAGE_HEIGHT = 560           # figures with no size of their own: a 16:10-ish plot
+MAX_PAGE_SIDE = 12_000      # a page taller than this (thousands of tokens) is cut to it
+
+
+MAX_PAGE_WIDTH = 1400       # a figure of many heads or tokens shrinks its cells to stay this wide
+
+
+def cell_size(n: int) -> float:
+    """Logical pixels per heatmap cell for n tokens: large for a short sentence, shrinking slowly
+    (24 px at 16 tokens, 12 px from 64), so the page still grows with the token count."""
+    return max(12.0, min(32.0, 24.0 * (16.0 / max(1, n)) ** 0.5))
+
+
+def heatmap_page(rows: int, cols: int, left: int = 130, right: int = 120, top: int = 40,
+                 bottom: int = 110) -> QSize:
+    """A heatmap's page: cells of cell_size(max(rows, cols)) plus room for labels and the colour bar."""
+    cell = cell_size(max(rows, cols))
+    return QSize(round(cols * cell) + left + right, round(rows * cell) + top + bottom)
+
+
+def grid_page(rows: int, cols: int, tokens: int, gap: float = 0.12, margin: tuple[float, float] = (0.32, 0.42),
+              title: int = 34) -> QSize:
+    """A rows × cols grid of square thumbnails (a layer × head grid), each showing tokens × tokens cells."""
+    units_w, units_h = cols * (1 + gap) - gap + margin[0], rows * (1 + gap) - gap + margin[1]
+    thumb = max(110.0, min(220.0, 8.0 * tokens))
+    thumb = min(thumb, MAX_PAGE_WIDTH / units_w)
+    return QSize(round(thumb * units_w) + 16, round(thumb * units_h) + title)
+
+
+def natural_height(widget: QWidget, width: int) -> int:
+    """The height the widget's content asks for at `width` (wrapped text, tables, flows of chips).
+
+    The widget is resized to that width first: what a child needs often depends on its own width
+    (a wrapped title, a table's scroll bar), and must not depend on the width the dock gave it."""
+    widget.resize(width, max(1, widget.height()))
+    layout = widget.layout()
+    if layout is None:
+        return max(widget.sizeHint().height(), widget.minimumHeight(),
+                   widget.heightForWidth(width) if widget.hasHeightForWidth() else 0)
+    layout.invalidate()
+    layout.activate()
+    if layout.hasHeightForWidth():
+        return layout.totalHeightForWidth(width)
+    return max(layout.totalSizeHint().height(), layout.totalMinimumSize().height())
+
+
+def has_plot(widget: QWidget) -> bool:
+    """Does the widget hold a plot (a graphics view), which fills whatever height it is given?"""
+    return isinstance(widget, QGraphicsView) or bool(widget.findChildren(QGraphicsView))
+
+
+def default_page(widget: QWidget) -> QSize:
+    """PAGE_WIDTH wide; a plot PAGE_HEIGHT high (or its least height), tables and text as high as their
+    content needs at that width."""
+    if has_plot(widget):   # a plot fills any height: its least height, or PAGE_HEIGHT
+        least = widget.layout().totalMinimumSize().height() if widget.layout() is not None else 0
+        return QSize(PAGE_WIDTH, max(PAGE_HEIGHT, least))
+    return QSize(PAGE_WIDTH, natural_height(widget, PAGE_WIDTH))
+
+
+def page_size(figure: Figure) -> QSize:
+    """The figure's page size: its own (Figure.page_size), else PAGE_WIDTH by its natural height
+    (tables and text), with at least PAGE_HEIGHT when it holds a plot."""
+    if figure.page_size is not None:
+        size = figure.page_size()
+    else:
+        size = default_page(figure.widget)
+    minimum = figure.widget.minimumSizeHint().expandedTo(figure.widget.minimumSize())
+    size = size.expandedTo(QSize(min(minimum.width(), PAGE_WIDTH), 0))
+    return size.boundedTo(QSize(MAX_PAGE_SIDE, MAX_PAGE_SIDE))
+
+
+def _scroll_areas(widget: QWidget) -> list[QAbstractScrollArea]:
+    areas = widget.findChildren(QAbstractScrollArea)
+    return [widget, *areas] if isinstance(widget, QAbstractScrollArea) else areas
+
+
+@contextmanager
+def on_page(figure: Figure) -> Iterator[QWidget]:
+    """The figure's widget laid out at its page size, scroll bars off, for painting; then put back."""
+    widget = figure.widget
+    scroll_area = _scroll_area_holding(widget)
+    if scroll_area is not None:   # a scroll area keeps its widget at the viewport's size: take it out
+        scroll_area.takeWidget()
+    shown_here = widget.isWindow() and not widget.isVisible()
+    if shown_here:   # an off-screen figure: a hidden widget defers its children's resize events
+        widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        widget.show()
+    parent = widget.parentWidget()
+    parent_layout = parent.layout() if parent is not None else None
+    held = parent_layout is not None and parent_layout.isEnabled()
+    if held:   # while on the page, the dock's layout must not put the widget back at its dock size
+        parent_layout.setEnabled(False)
+    size = page_size(figure)
+    before = widget.size()
+    areas = _scroll_areas(widget)
+    policies = [(area.horizontalScrollBarPolicy(), area.verticalScrollBarPolicy()) for area in areas]
+    for area in areas:   # a page shows all of its content: a scroll bar on paper scrolls nothing
+        area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        area.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    _resize_and_settle(widget, size)
+    try:
+        yield widget
+    finally:
+        for area, (horizontal, vertical) in zip(areas, policies):
+            area.setHorizontalScrollBarPolicy(horizontal)
+            area.setVerticalScrollBarPolicy(vertical)
+        _resize_and_settle(widget, before)
+        if held:
+            parent_layout.setEnabled(True)
+        if shown_here:
+            widget.hide()
+        if scroll_area is not None:
+            scroll_area.setWidget(widget)
+            widget.show()
+
+
+def _send_pending_resizes(widget: QWidget) -> None:
+    """A widget on a hidden page (a tab not shown) keeps its resize events until it is shown: a plot
+    would then be painted laid out at its old size. Deliver them now, as showing it would."""
+    for child in (widget, *widget.findChildren(QWidget)):
+        if child.testAttribute(Qt.WidgetAttribute.WA_PendingResizeEvent):
+            child.setAttribute(Qt.WidgetAttribute.WA_PendingResizeEvent, False)
+            QCoreApplication.sendEvent(child, QResizeEvent(child.size(), QSize()))
+
+
+def _scroll_area_holding(widget: QWidget) -> QScrollArea | None:
+    viewport = widget.parentWidget()
+    area = viewport.parentWidget() if viewport is not None else None
+    return area if isinstance(area, QScrollArea) and area.widget() is widget else None
+
+
+def _resize_and_settle(widget: QWidget, size: QSize) -> None:
+    """Resize, then run the layout passes Qt posts (nested layouts, pyqtgraph's scene layouts).
+
+    Those passes may include the dock's own layout, which puts the widget back at its dock size:
+    resize again until the size holds (no pass is left pending after the second round)."""
+    for _ in range(3):
+        widget.resize(size)
+        if widget.layout() is not None:
+            widget.layout().activate()
+        _send_pending_resizes(widget)
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)   # layouts only: no paints
+        if widget.size() == size.expandedTo(widget.minimumSize()).boundedTo(widget.maximumSize()):
+            return
+
+
+def visible_scroll_bars(widget: QWidget) -> list[QScrollBar]:
+    """The scroll bars a painting of `widget` would show (tests: a page has none)."""
+    return [bar for bar in widget.findChildren(QScrollBar) if bar.isVisibleTo(widget) and bar.width() > 0]
+
+
+def lines_page(view: QWidget) -> QSize:
+    """A head view (query tokens left, keys right): room for the lines between, rows a little apart."""
+    width = view.minimumSizeHint().width() + 320   # the labels' width: the title's wrapping depends on it
+    view.resize(width, max(1, view.height()))
+    return QSize(width, round(view.minimumSizeHint().height() * 1.35))
+
+
+def rows_page(rows: int, row_height: float = 22.0, chrome: int = 150, width: int = PAGE_WIDTH) -> QSize:
+    """A figure of one row per token (a router table, a per-token strip): rows stay readable."""
+    return QSize(width, max(PAGE_HEIGHT, round(rows * row_height) + chrome))
+
+
+def laid_out_size(figure: Figure) -> QSize:
+    """The size the figure's page really has once laid out (what a PNG at 1x measures)."""
+    with on_page(figure) as page:
+        return page.size()
+
+
+def is_dark_theme() -> bool:
+    """Is the application's palette dark (`--theme dark`, or a dark desktop)?"""
+    from PySide6.QtGui import QGuiApplication, QPalette
+
+    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 110
+
+
+def page_background() -> QColor:
+    """The paper of a panel's own boxes: white, or the dark theme's window colour."""
+    from PySide6.QtGui import QGuiApplication, QPalette
+
+    return QGuiApplication.palette().color(QPalette.ColorRole.Window) if is_dark_theme() else QColor("white")
+
+
+def ink(light: str, dark: str) -> QColor:
+    """A text colour chosen for the theme: `light` on white paper, `dark` on the dark theme's."""
+    return QColor(dark if is_dark_theme() else light)

@@ -1,0 +1,112 @@
+"""Figures are laid out for the page: their size comes from their content, never from the dock."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QImage
+
+from core.runners import NumpyRunner
+from core.session import analyse
+from core.tokens_view import MergeReplay
+from gui import export
+from gui.chip_flow import ChipFlow
+from gui.figure_pages import on_page, visible_scroll_bars
+from gui.headless import ExportRequest, FigureHost
+
+SHORT = "The cat sat."
+LONG = "The cat sat on the mat because the cat was tired, and then the dog came in and sat on the cat."
+
+
+@pytest.fixture(scope="module")
+def host(qapp):
+    host = FigureHost()
+    yield host
+    host.close()
+
+
+def png_size(figure) -> tuple[int, int]:
+    image = QImage.fromData(export.figure_files(figure, ["png"])[f"{figure.name}.png"], "PNG")
+    return image.width(), image.height()
+
+
+def sizes(host, trace) -> dict[str, tuple[int, int]]:
+    return {figure.name: png_size(figure) for figure in host.figures(trace, ExportRequest(formats=("png",)))}
+
+
+def test_a_figure_keeps_its_size_when_the_dock_is_resized(host, bundle):
+    trace = analyse(NumpyRunner(bundle), LONG)
+    before = sizes(host, trace)
+    for panel in host.panels:
+        panel.resize(520, 380)   # a small dock: the old exports came out at this size
+    host.app.processEvents()
+    after = sizes(host, trace)
+    assert after == before
+
+
+def test_token_sized_figures_grow_with_the_token_count(host, bundle):
+    runner = NumpyRunner(bundle)
+    short, long = sizes(host, analyse(runner, SHORT)), sizes(host, analyse(runner, LONG))
+    for name in ("attention_head", "attention_lines", "moe_router_probs", "head_roles_evidence"):
+        assert long[name][0] * long[name][1] > short[name][0] * short[name][1], name
+
+
+def test_no_figure_shows_a_scroll_bar(host, bundle):
+    trace = analyse(NumpyRunner(bundle), LONG)
+    for figure in host.figures(trace, ExportRequest(formats=("png",))):
+        with on_page(figure) as page:
+            assert not visible_scroll_bars(page), figure.name
+
+
+def test_export_gives_the_widget_back_at_its_dock_size(host, bundle):
+    trace = analyse(NumpyRunner(bundle), SHORT)
+    figure = next(f for f in host.figures(trace, ExportRequest(figures=("attention_head",))))
+    docked = figure.widget.size()
+    with on_page(figure) as page:
+        assert page.size() != docked
+    assert figure.widget.size() == docked
+
+
+def test_step_by_step_is_one_figure_per_step_plus_an_overview(host, bundle):
+    trace = analyse(NumpyRunner(bundle), SHORT)
+    names = [f.name for f in host.figures(trace, ExportRequest()) if f.name.startswith("step_")]
+    steps = [name for name in names if name[5:7].isdigit()]
+    assert names[0] == "step_by_step" and "step_dot_product" in names
+    assert steps[0] == "step_01_x" and len(steps) >= 10
+    assert [int(name[5:7]) for name in steps] == list(range(1, len(steps) + 1))
+
+
+def test_merge_replay_figure_has_a_row_per_step(host, bundle):
+    trace = analyse(NumpyRunner(bundle), SHORT)
+    figure = next(f for f in host.figures(trace, ExportRequest(figures=("tokens_merges",))))
+    replay = MergeReplay(trace.tokenization)
+    flows = [flow for flow in figure.widget.findChildren(ChipFlow) if not flow.isHidden()]
+    assert len(flows) == replay.n_steps + 1   # a short sentence: every step, bytes to tokens
+    assert flows[0].chip_count() == len(replay.pieces_at(0))
+    assert flows[-1].chip_count() == trace.n_tokens
+
+
+def test_a_figure_on_a_hidden_tab_is_painted_at_its_page_size(qapp, bundle):
+    """The positions panel shows one page at a time: the others' plots must still be laid out for the
+    page before the PNG is painted (their resize events wait until shown), as the SVG then is."""
+    import cairosvg
+    import numpy as np
+
+    trace = analyse(NumpyRunner(bundle), LONG)
+    fresh = FigureHost()   # its hidden pages have never been laid out at any other size
+    try:
+        figure = next(f for f in fresh.figures(trace, ExportRequest(figures=("positions_rope_angles",))))
+        assert not figure.widget.isVisible()
+        files = export.figure_files(figure, ["png", "svg"])
+    finally:
+        fresh.close()
+    png = QImage.fromData(files["positions_rope_angles.png"], "PNG")
+    raster = QImage.fromData(cairosvg.svg2png(bytestring=files["positions_rope_angles.svg"], output_width=png.width(),
+                                              output_height=png.height(), background_color="white"), "PNG")
+
+    def blocks(image: QImage) -> np.ndarray:
+        image = image.convertToFormat(QImage.Format.Format_RGB888)
+        rows = np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine())
+        h, w = image.height() // 8 * 8, image.width() // 8 * 8
+        pixels = rows[:h, : image.width() * 3].reshape(h, image.width(), 3)[:, :w]
+        return pixels.reshape(h // 8, 8, w // 8, 8, 3).mean(axis=(1, 3))
+
+    assert np.abs(blocks(png) - blocks(raster)).mean() < 8
