@@ -185,7 +185,7 @@ def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Pr
         raise HFImportError(f"{folder / TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, but the model's "
                            f"embedding has only vocab_size {config.vocab_size} rows")
     nbytes = 4 * sum(int(np.prod(a.shape)) for a in weights.values())
-    say(f"writing {nbytes / 2**20:.0f} MB of float32 weights to {out}")
+    say(f"converting {len(weights)} tensors to {nbytes / 2**20:,.0f} MB of float32 weights")
     card = model_card(data, config, folder, {str(a.dtype) for a in weights.values()})
     converted = reported(weights, share) if share is not None else weights
     write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE)

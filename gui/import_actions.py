@@ -169,14 +169,15 @@ class ImportActions(QObject):
             work = partial(into_folder, source, Path(destination))
         self.job = ImportThread(work)
         self.progress = self._progress_dialog(source)
-        self.job.bridge.sigLine.connect(self.progress.setLabelText)
+        self.job.bridge.sigLine.connect(lambda line: self.progress.setLabelText(f"Importing {source.name}:\n{line}"))
         self.job.bridge.sigShare.connect(lambda f: self.progress.setValue(round(f * PROGRESS_STEPS)))
         self.job.bridge.sigFinished.connect(self._finished)
         self.progress.canceled.connect(self._cancel)
         self.job.start()
 
     def _progress_dialog(self, source: Path) -> QProgressDialog:
-        dialog = QProgressDialog(f"Importing {source.name}…", "Cancel", 0, PROGRESS_STEPS, self.window)
+        dialog = QProgressDialog(f"Importing {source.name}:\nreading the files", "Cancel", 0, PROGRESS_STEPS,
+                                 self.window)
         dialog.setWindowTitle("Import model folder")
         dialog.setWindowModality(Qt.WindowModality.WindowModal)
         dialog.setAutoClose(False)

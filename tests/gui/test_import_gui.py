@@ -1,4 +1,4 @@
-"""File → Import model folder… and the offer for a Hugging Face --model: import off the UI thread, open the bundle."""
+"""File → Import model folder… and the offer for a Hugging Face --model: import on a thread, open the bundle."""
 from __future__ import annotations
 
 import threading
