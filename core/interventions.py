@@ -43,12 +43,21 @@ _DTYPES = dict(head_mask=np.float32, expert_override=np.int64, experts_off=np.bo
                resid_patch_mask=np.bool_, head_patch_mask=np.bool_, expert_patch_mask=np.bool_)
 
 
-def stage_names(num_layers: int) -> list[str]:
-    """The residual stream's stages in order: embedding, then per layer after attention and after the layer."""
+def stage_names(num_layers: int) -> tuple[str, ...]:
+    """The residual stream's stages in order: embedding, then per layer after attention and after the layer
+    (the trace's own output names: `embed`, `layers.{l}.resid_mid`, `layers.{l}.resid_post`)."""
     names = ["embed"]
     for l in range(num_layers):
         names += [f"layers.{l}.resid_mid", f"layers.{l}.resid_post"]
-    return names
+    return tuple(names)
+
+
+def residual_stages(trace) -> list[np.ndarray]:  # -> S x [T, D], in stage_names order
+    """The residual stream of a Trace at every stage, as the trace holds it (no copy)."""
+    stages = [trace.embed]
+    for layer in trace.layers:
+        stages += [layer.resid_mid, layer.resid_post]
+    return stages
 
 
 _NONE_VALUES = dict(head_mask=np.float32(1), expert_override=np.int64(-1))   # the rest: zeros / False
@@ -206,4 +215,5 @@ def parse_sites(text: str, what: str, num_layers: int, per_layer: int) -> list[t
     return sites
 
 
-__all__ = ["Interventions", "ABLATE_MODES", "stage_names", "head_mask_off", "experts_off_mask", "parse_sites"]
+__all__ = ["Interventions", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off", "experts_off_mask",
+           "parse_sites"]

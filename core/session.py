@@ -125,18 +125,6 @@ def prepare_ids(tokenizer: BPETokenizer, ids: Sequence[int], text: str | None = 
     return Prepared(tokenization, 0) if tokenization.ids == [int(i) for i in ids] else None
 
 
-def run_ids(runner: Runner, ids, *, text: str | None = None, head_mask=None, expert_override=None,
-            checkpoint: Checkpoint = no_checkpoint) -> Trace:
-    """Run token ids (e.g. after appending a generated token) and label them; `text` is decode(ids) if known."""
-    tokenizer = runner.bundle.tokenizer
-    prepared = prepare_ids(tokenizer, ids, text)
-    if prepared is not None:
-        return run_prepared(runner, prepared, head_mask=head_mask, expert_override=expert_override,
-                            checkpoint=checkpoint)
-    return run_labelled_by_id(runner, ids, head_mask=head_mask, expert_override=expert_override,
-                              checkpoint=checkpoint)
-
-
 def run_labelled_by_id(runner: Runner, ids, *, head_mask=None, expert_override=None, interventions=None,
                        checkpoint: Checkpoint = no_checkpoint) -> Trace:
     """Run ids that are not how their text tokenizes; each token is labelled from the vocabulary."""
