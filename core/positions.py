@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.model import rope_inv_freq, rotate_half
+from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 
 SINUSOID_BASE = 10000.0  # "Attention is all you need", section 3.5
@@ -46,6 +47,66 @@ def embed_plus_pe(embed: np.ndarray) -> np.ndarray:  # [T, D] -> [T, D]
     return (embed + sinusoidal_table(*embed.shape)).astype(np.float32)
 
 
+def dim_names(d: int) -> list[str]:
+    return [f"dim {j}" for j in range(d)]
+
+
+@dataclass(frozen=True)
+class SinusoidalView:
+    """The paper's table for one sentence, and a few of its dimensions as smooth curves over position."""
+    table: np.ndarray      # [T, D] PE at the sentence's positions
+    dims: tuple[int, ...]  # the dimensions drawn as curves
+    smooth: np.ndarray     # [S] fractional positions 0 .. T-1
+    curves: np.ndarray     # [S, D] PE at those positions
+
+    def csv(self) -> str:
+        n, d = self.table.shape
+        return matrix_csv_text(self.table, [str(i) for i in range(n)], dim_names(d), corner="position")
+
+
+def sinusoidal_view(n_positions: int, d_model: int, samples: int = 240) -> SinusoidalView:
+    smooth = np.linspace(0, max(n_positions - 1, 1), samples)
+    return SinusoidalView(sinusoidal_table(n_positions, d_model), tuple(sinusoidal_dims_to_show(d_model)),
+                          smooth, sinusoidal_values(smooth, d_model))
+
+
+@dataclass(frozen=True)
+class EmbedPlusPe:
+    """This run's token embedding (optionally × √D, as the paper does) and what adding the PE would give."""
+    labels: tuple[str, ...]   # [T] "position token"
+    factor: float             # 1, or √D
+    embedding: np.ndarray     # [T, D] trace.embed × factor
+    summed: np.ndarray        # [T, D] embedding + PE
+
+    @property
+    def rms_embedding(self) -> float:
+        return float(np.sqrt(np.mean(self.embedding.astype(np.float64) ** 2)))
+
+    @property
+    def rms_pe(self) -> float:
+        return float(np.sqrt(np.mean((self.summed - self.embedding).astype(np.float64) ** 2)))
+
+    @property
+    def limit(self) -> float:
+        """One symmetric colour scale for both matrices."""
+        return float(max(np.abs(self.summed).max(), np.abs(self.embedding).max(), 1e-6))
+
+    def csv(self) -> str:
+        corner = "token \\ embedding×√D + PE" if self.factor != 1.0 else "token \\ embedding + PE"
+        return matrix_csv_text(self.summed, self.labels, dim_names(self.summed.shape[1]), corner=corner)
+
+    def embedding_csv(self) -> str:
+        return matrix_csv_text(self.embedding, self.labels, dim_names(self.embedding.shape[1]),
+                               corner="token \\ embedding")
+
+
+def embed_plus_pe_view(trace: Trace, scale_by_sqrt_d: bool) -> EmbedPlusPe:
+    factor = float(np.sqrt(trace.config.hidden_size)) if scale_by_sqrt_d else 1.0
+    embedding = (trace.embed * np.float32(factor)).astype(np.float32)
+    return EmbedPlusPe(tuple(f"{i} {label}" for i, label in enumerate(trace.labels())), factor, embedding,
+                       embed_plus_pe(embedding))
+
+
 # ---------------------------------------------------------------- RoPE: angles
 
 def pair_dims(head_dim: int) -> np.ndarray:  # -> [Dh/2, 2]
@@ -63,6 +124,32 @@ def pair_angles(positions: np.ndarray, head_dim: int, theta: float,
                 scaling: tuple = ()) -> np.ndarray:  # [N] -> [N, Dh/2]
     """m·θ_i, unwrapped (radians; may be many turns)."""
     return np.asarray(positions, np.float64)[:, None] * pair_frequencies(head_dim, theta, scaling)[None, :]
+
+
+@dataclass(frozen=True)
+class PairAngles:
+    """Every pair's angle m·θ_i over the model's whole context."""
+    frequency: np.ndarray   # [P] θ_i, radians per position
+    angles: np.ndarray      # [N, P] unwrapped, N = the context
+
+    @property
+    def wrapped(self) -> np.ndarray:  # [N, P] in [0, 2π)
+        return wrap_angle(self.angles)
+
+    @property
+    def wrap_breaks(self) -> np.ndarray:  # [N, P] bool: False where the next point has wrapped past 2π
+        wrapped = self.wrapped
+        return np.vstack([np.diff(wrapped, axis=0) >= 0, np.ones((1, wrapped.shape[1]), bool)])
+
+    def csv(self) -> str:
+        n, p = self.angles.shape
+        return matrix_csv_text(self.angles, [str(i) for i in range(n)],
+                               [f"pair {i} (rad, unwrapped)" for i in range(p)], corner="position m")
+
+
+def pair_angle_view(head_dim: int, theta: float, scaling: tuple, context: int) -> PairAngles:
+    return PairAngles(pair_frequencies(head_dim, theta, scaling),
+                      pair_angles(np.arange(context), head_dim, theta, scaling))
 
 
 def wrap_angle(angle: np.ndarray) -> np.ndarray:
@@ -101,6 +188,16 @@ class RopePairs:
     @property
     def length(self) -> np.ndarray:  # [P] a rotation keeps each pair's length
         return np.hypot(self.before[:, 0], self.before[:, 1])
+
+    def csv(self) -> str:
+        rows = [("pair", "dim_a", "dim_b", "position_m", "theta_i_rad_per_position", "m_theta_i_rad",
+                 "turned_deg_measured", "q_a_before", "q_b_before", "q_a_after", "q_b_after")]
+        turned = np.degrees(self.measured_angle)
+        for i in range(len(self.angle)):
+            rows.append((i, int(self.dims[i, 0]), int(self.dims[i, 1]), self.position, repr(float(self.frequency[i])),
+                         repr(float(self.angle[i])), repr(float(turned[i])),
+                         *(repr(float(v)) for v in (*self.before[i], *self.after[i]))))
+        return csv_text(rows)
 
 
 def split_pairs(vector: np.ndarray) -> np.ndarray:  # [Dh] -> [P, 2]
@@ -159,6 +256,18 @@ class RelativeDemo:
 
     def dot_at_shift(self, shift: int) -> float:
         return float(self.dot_shift_both[int(np.searchsorted(self.shifts, shift))])
+
+    def csv(self) -> str:
+        rows = [("curve", "query_position", "key_position", "distance", "shift", "q_dot_k")]
+        for s, both in zip(self.shifts, self.dot_shift_both):
+            rows.append(("shift both", self.query_pos + s, self.key_pos + s, self.distance, s, repr(float(both))))
+        for s, only in zip(self.shifts, self.dot_shift_query):
+            rows.append(("shift query only", self.query_pos + s, self.key_pos, self.distance + s, s,
+                         repr(float(only))))
+        for dist, value in zip(self.distances, self.dot_by_distance):
+            rows.append(("by distance", int(dist), 0, int(dist), "", repr(float(value))))
+        rows.append(("runner q_rot.k_rot", self.query_pos, self.key_pos, self.distance, 0, repr(self.runner_dot)))
+        return csv_text(rows)
 
 
 def relative_demo(trace: Trace, layer: int, head: int, query_pos: int, key_pos: int) -> RelativeDemo:

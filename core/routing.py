@@ -92,27 +92,30 @@ def forced_slots(expert_override: np.ndarray) -> list[ForcedSlot]:  # [L, T, k] 
 
 
 def forced_row(router_logits_row: np.ndarray, k: int, expert: int,
-               only_this_expert: bool = False) -> np.ndarray:  # [E] -> [k]
+               only_this_expert: bool = False, off: np.ndarray | None = None) -> np.ndarray:  # [E] -> [k]
     """The k experts a forced token uses, `expert` first.
 
     Default: `expert` takes the place of the router's first choice and the router's other
     choices stay (if the router had already chosen `expert`, the set stays the same).
     only_this_expert: every slot is `expert`, so its output gets the whole weight.
+    off [E] bool: experts switched off rank last, as in the router itself.
     """
     if only_this_expert:
         return np.full(k, expert, dtype=np.int64)
-    top = [int(e) for e in np.argsort(-router_logits_row, kind="stable")[:k]]  # the router's own order
+    ranked = router_logits_row if off is None else np.where(off, -np.inf, router_logits_row)
+    top = [int(e) for e in np.argsort(-ranked, kind="stable")[:k]]  # the router's own order
     rest = [e for e in top if e != expert] if expert in top else top[1:]
     return np.asarray([expert, *rest], dtype=np.int64)
 
 
 def force_expert(base_override: np.ndarray, router_logits_row: np.ndarray, layer: int, position: int,
-                 expert: int, only_this_expert: bool = False) -> np.ndarray:  # [L, T, k] -> [L, T, k]
+                 expert: int, only_this_expert: bool = False,
+                 off: np.ndarray | None = None) -> np.ndarray:  # [L, T, k] -> [L, T, k]
     """A new expert_override: base_override (e.g. the current trace's) with (layer, position) forced.
 
     router_logits_row [E] is that token's router output in that layer. Forcing it does not change
     it: the router reads only earlier layers and, through attention, earlier-or-same positions of
-    this layer, none of which the override touches.
+    this layer, none of which the override touches. off [E]: the layer's experts switched off.
     """
     override = np.array(base_override, dtype=np.int64, copy=True)
     num_layers, num_tokens, k = override.shape
@@ -122,7 +125,9 @@ def force_expert(base_override: np.ndarray, router_logits_row: np.ndarray, layer
                          f"{num_tokens} tokens)")
     if not 0 <= expert < num_experts:
         raise ValueError(f"expert must lie in [0, {num_experts}), got {expert}")
-    override[layer, position] = forced_row(router_logits_row, k, expert, only_this_expert)
+    if off is not None and off[expert]:
+        raise ValueError(f"expert {layer}.{expert} is switched off: switch it on before forcing a token to it")
+    override[layer, position] = forced_row(router_logits_row, k, expert, only_this_expert, off)
     return override
 
 

@@ -4,10 +4,13 @@ A small UTF-8 JSON object, readable and hand-editable:
 
     {"format": "glassbox-session", "version": 1,
      "sentences": ["The cat sat."], "bundle": "/path/to/bundle" or null (the shipped model),
+     "token_ids": [464, 3797, 3332] or null,   (sentence 1's ids when they came from Append / Generate:
+                                                its text need not tokenize back to them)
      "backend": "onnx" | "numpy" | "both",
-     "selection": {"layer": 0, "head": 0, "query": null, "key": null},
+     "selection": {"layer": 0, "head": 0, "query": null, "key": null, "step": null},
      "sampling": {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "greedy": false, "seed": 0},
-     "interventions": {"head_mask": [[1.0, 0.0]], ...},   (names and meaning are the runners')
+     "interventions": {"head_mask": [[1.0, 0.0]], "ablate_mode": "zero", ...},
+                      (core.interventions' names and meaning; arrays as nested lists)
      "dock_layout": "<base64 of QMainWindow.saveState()>"}
 
 Reading is strict about what it knows and silent about what it does not: any key this version
@@ -29,14 +32,21 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
+
 from core.atomic import atomic_write_bytes
+from core.interventions import ABLATE_MODES, ARRAY_FIELDS, Interventions
 from core.sampling import SamplingSettings
 
 FORMAT = "glassbox-session"
 SCHEMA_VERSION = 1
 SUFFIX = ".glassbox"
 BACKENDS = ("onnx", "numpy", "both")
-SELECTION_KEYS = ("layer", "head", "query", "key")
+SELECTION_KEYS = ("layer", "head", "query", "key", "step")
+# None means: the last token (query), the query itself (key), the merge replay's last step (step)
+NULLABLE_SELECTION = ("query", "key", "step")
+WHOLE_NUMBER_FIELDS = ("expert_override", "experts_off", "resid_patch_mask", "head_patch_mask",
+                       "expert_patch_mask")   # ids and masks: a fraction there is a damaged file
 MAX_FILE_BYTES = 64 * 1024 * 1024  # a session is kilobytes; anything this big is not one
 
 
@@ -47,16 +57,18 @@ class SessionError(ValueError):
 @dataclass(frozen=True)
 class Session:
     sentences: tuple[str, ...] = ("",)
+    token_ids: tuple[int, ...] | None = None  # the first sentence's ids when its text does not give them
     bundle: str | None = None                 # bundle folder; None: the shipped model
     backend: str = "onnx"
     selection: Mapping[str, int | None] = field(
-        default_factory=lambda: {"layer": 0, "head": 0, "query": None, "key": None})
+        default_factory=lambda: {"layer": 0, "head": 0, "query": None, "key": None, "step": None})
     sampling: SamplingSettings = SamplingSettings()
     interventions: Mapping[str, list] = field(default_factory=dict)
     dock_layout: str = ""                     # base64; "" keeps the window's current layout
 
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": SCHEMA_VERSION, "sentences": list(self.sentences),
+                "token_ids": None if self.token_ids is None else list(self.token_ids),
                 "bundle": self.bundle, "backend": self.backend, "selection": dict(self.selection),
                 "sampling": asdict(self.sampling), "interventions": dict(self.interventions),
                 "dock_layout": self.dock_layout}
@@ -94,6 +106,14 @@ def _sentences(raw: Any) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _token_ids(raw: Any) -> tuple[int, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not raw or not all(_is_int(i) and 0 <= i < 2**31 for i in raw):
+        raise ValueError("token_ids must be a non-empty list of token ids or null")
+    return tuple(raw)
+
+
 def _bundle(raw: Any) -> str | None:
     if raw is not None and (not isinstance(raw, str) or not raw):
         raise ValueError("bundle must be a folder path or null")
@@ -112,7 +132,7 @@ def _selection(raw: Any) -> dict[str, int | None]:
     out = dict(Session().selection)
     for key in SELECTION_KEYS:
         value = raw.get(key, out[key])
-        nullable = key in ("query", "key")
+        nullable = key in NULLABLE_SELECTION
         if not ((_is_int(value) and value >= 0) or (nullable and value is None)):
             raise ValueError(f"selection.{key} must be a whole number >= 0" + (" or null" if nullable else ""))
         out[key] = value
@@ -148,6 +168,10 @@ def _interventions(raw: Any) -> dict[str, list]:
     if not isinstance(raw, dict):
         raise ValueError("interventions must be an object")
     for name, value in raw.items():
+        if name == "ablate_mode" and isinstance(value, str):
+            if value not in ABLATE_MODES:
+                raise ValueError(f"interventions.ablate_mode must be one of {', '.join(ABLATE_MODES)}")
+            continue
         if not isinstance(value, list) or not _plain_list(value):
             raise ValueError(f"interventions.{name} must be a list (of numbers, possibly nested)")
     return dict(raw)
@@ -163,7 +187,7 @@ def _dock_layout(raw: Any) -> str:
     return raw
 
 
-_READERS = {"sentences": _sentences, "bundle": _bundle, "backend": _backend, "selection": _selection,
+_READERS = {"sentences": _sentences, "token_ids": _token_ids, "bundle": _bundle, "backend": _backend, "selection": _selection,
             "sampling": _sampling, "interventions": _interventions, "dock_layout": _dock_layout}
 
 
@@ -178,6 +202,36 @@ def session_from_json(data: Any) -> Session:
         raise ValueError("sentences is missing")
     # Keys of a newer version are ignored on purpose: the file still opens with what this one knows.
     return Session(**{key: read(data[key]) for key, read in _READERS.items() if key in data})
+
+
+# ---------------------------------------------------------------- interventions <-> JSON
+
+def interventions_to_json(interventions: Interventions) -> dict[str, Any]:
+    """The arrays given (nested lists: a float32 goes through JSON's float64 exactly) and the ablation mode."""
+    arrays = {name: getattr(interventions, name).tolist() for name in ARRAY_FIELDS
+              if getattr(interventions, name) is not None}
+    return {**arrays, "ablate_mode": interventions.ablate_mode}
+
+
+def interventions_from_json(raw: Mapping[str, Any]) -> Interventions:
+    """The Interventions a session names; names this version does not know are ignored. ValueError if unusable
+    (shapes are checked against the model by the run that uses them)."""
+    arrays = {}
+    for name in ARRAY_FIELDS:
+        if name in raw:
+            try:
+                array = np.array(raw[name], dtype=np.float64)   # ragged lists fail here; null becomes nan
+            except (TypeError, ValueError):
+                array = None
+            if array is None or not np.isfinite(array).all():
+                raise ValueError(f"interventions.{name} is not a rectangular array of finite numbers")
+            if name in WHOLE_NUMBER_FIELDS and not np.array_equal(array, np.round(array)):
+                raise ValueError(f"interventions.{name} must hold whole numbers")
+            arrays[name] = array
+    mode = raw.get("ablate_mode", "zero")
+    if mode not in ABLATE_MODES:
+        raise ValueError(f"interventions.ablate_mode must be one of {', '.join(ABLATE_MODES)}")
+    return Interventions(ablate_mode=mode, **arrays)
 
 
 # ---------------------------------------------------------------- files

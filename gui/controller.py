@@ -585,6 +585,8 @@ class Controller(QObject):
             self.sigReferenceTrace.connect(panel.set_reference_trace)
         if hasattr(panel, "sigRequestProbe"):       # the head-roles panel's probe runs the model
             panel.sigRequestProbe.connect(partial(self.request_probe, panel))
+        if hasattr(panel, "readout"):               # gui.readout_job: the lens and parity report, off this thread
+            panel.readout.use_worker(partial(self.compute_readout, panel))
 
     def select(self, changes: dict) -> None:
         known = {k: v for k, v in changes.items() if k in ("layer", "head", "query", "key")}
@@ -662,6 +664,56 @@ class Controller(QObject):
 
         self._submit(_Job(partial(probe_scores, runners, backend), answer, self._report_error,
                           lambda: runners is not self._runners, counts_as_busy=False))
+
+    # ------------------------------------------------------------ readouts and sessions (gui/readout_job.py, gui/session_actions.py)
+    @property
+    def runners(self) -> Runners:
+        return self._runners
+
+    @property
+    def state(self) -> SentenceState:
+        """What is analysed: the typed text, or the ids an Append / Generate made."""
+        return self._state
+
+    def run_on_worker(self, fn: Callable[..., Any], on_done: Callable[[Any], None],
+                      on_error: Callable[[str], None] | None = None, is_stale: Callable[[], bool] = lambda: False,
+                      *, detachable: bool = True) -> None:
+        """fn(checkpoint=...) on the model worker, in order with the runs; on_done(result) or on_error here."""
+        self._submit(_Job(fn, on_done, on_error or self._report_error, is_stale, counts_as_busy=False,
+                          detachable=detachable))
+
+    def compute_readout(self, panel, fn: Callable[[], Any], on_done: Callable[[Any], None],
+                        on_error: Callable[[str], None], is_stale: Callable[[], bool]) -> None:
+        """A readout of traces already made (no model run) on the worker; the answer is dropped if panel is gone."""
+        def if_alive(callback: Callable[[Any], None]) -> Callable[[Any], None]:
+            def call(value: Any) -> None:
+                if _alive(panel):
+                    callback(value)
+            return call
+
+        self.run_on_worker(lambda checkpoint: fn(), if_alive(on_done), if_alive(on_error), is_stale)
+
+    def restore_session(self, runners: Runners, backend: str, state: SentenceState, interventions: Interventions,
+                        result: RunResult | None, selection: Selection) -> None:
+        """Show a reopened session: the worker has loaded its bundle's runners and run its sentence with its
+        interventions (gui/session_actions.py); this swaps them in, shows that run, then its selection."""
+        self._debounce.stop()
+        self._switch_id += 1   # a backend switch under way is superseded
+        self._switching_to = None
+        self._undo.clear()
+        self._awaiting_ids.clear()
+        if runners is not self._runners:
+            self._runners = runners
+            self.sigBundleChanged.emit(runners.bundle)
+        self._backend = backend
+        self.sigBackendChanged.emit(backend)
+        self._state = state
+        self.interventions = interventions
+        self.sigTextReplaced.emit(state.text)
+        self.generation += 1
+        self._show_result(state, result)
+        self.select({"layer": selection.layer, "head": selection.head, "query": selection.query,
+                     "key": selection.key})
 
     # ------------------------------------------------------------ the worker
     def _submit(self, job: _Job, job_id: int | None = None) -> None:

@@ -6,14 +6,13 @@ scene to view to cell coordinates by hand. Rows run down (row 0 on top), as in t
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QPainterPath, QPen
 
 from gui import plotting
+from gui.cell_picking import cell_of
 from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS
 from gui.token_axis import TokenAxis
@@ -30,11 +29,7 @@ class PickableImage(pg.ImageItem):
         self.setAcceptHoverEvents(True)
 
     def cell_at(self, pos: QPointF) -> tuple[int, int] | None:  # pos in item (pixel) coordinates
-        image = self.image
-        if image is None:
-            return None
-        row, col = math.floor(pos.y()), math.floor(pos.x())
-        return (row, col) if 0 <= row < image.shape[0] and 0 <= col < image.shape[1] else None
+        return None if self.image is None else cell_of(pos, *self.image.shape[:2])
 
     def hoverEvent(self, event) -> None:  # noqa: N802 (pyqtgraph's name)
         self.sigCellHovered.emit(None if event.isExit() else self.cell_at(event.pos()))

@@ -20,6 +20,7 @@ from gui.controller import Controller
 from gui.import_actions import ImportActions
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
+from gui.session_actions import SessionActions
 
 ORGANISATION = "Glassbox"
 APPLICATION = "Glassbox"
@@ -150,7 +151,8 @@ class MainWindow(QMainWindow):
     def _build_menus(self) -> None:
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
-        self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+O"))
+        self.session_actions = SessionActions(self, file_menu, STATE_VERSION)   # Open / Recent / Save session
+        self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+Shift+O"))
         self._action(file_menu, "&Import model folder…", self.imports.choose_and_import)
         file_menu.addSeparator()
         self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))

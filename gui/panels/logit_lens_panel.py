@@ -6,6 +6,9 @@ row per stage and a column per position: the colour is the probability of that s
 the label is the token. For the selected position the table lists each stage's top 5 and the rank
 and probability of a target token (default: the model's own top token), and the line under it
 names the stage from which the target stays on top.
+
+The lens takes ~200 ms on a full context, so it is computed on the model worker (gui.readout_job):
+the panel says "Computing…" until the lens of the trace it holds arrives; a newer trace supersedes it.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import CellText, Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
+from gui.readout_job import ReadoutJob
 from gui.text_fit import elide
 
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
@@ -61,7 +65,7 @@ class LogitLensPanel(Panel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.lens: LogitLens | None = None
-        self._lens_trace: Trace | None = None
+        self.readout = ReadoutJob(self.refresh)   # the controller lends it the model worker
         self.position = 0
         self.target = 0
         self.set_content(self._build())
@@ -125,12 +129,18 @@ class LogitLensPanel(Panel):
 
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:
-        self.lens, self._lens_trace = None, None
+        self.lens = None
+
+    def unavailable(self, trace: Trace) -> str | None:
+        if self.readout.result_for(logit_lens, trace) is None:
+            return self.readout.waiting_text("the logit lens of this sentence")
+        return None
 
     def draw(self) -> None:
         trace = self.trace
-        if self._lens_trace is not trace:
-            self.lens, self._lens_trace = logit_lens(trace), trace
+        lens = self.readout.result_for(logit_lens, trace)
+        if lens is not self.lens:
+            self.lens = lens
             self._draw_heatmap()
         self.position = self.selection.query_index(trace.n_tokens)
         with qt_signals_blocked(self.target_box):
@@ -196,6 +206,9 @@ class LogitLensPanel(Panel):
 
     # ---------------------------------------------------------------- export
     def figures(self) -> list[Figure]:
+        if self.trace is not None and self.lens is None:   # an export right after a new sentence: no waiting
+            self.readout.result_now(logit_lens, self.trace)
+            self.refresh()
         if self.lens is None:
             return []
         return [Figure("logit_lens_heatmap", self.heatmap_box, table=self.heatmap_csv),

@@ -1,19 +1,16 @@
 """Next token: what the model would say after one position, and what sampling could pick from it.
 
-The chart shows the most likely candidates as horizontal bars, most likely on top. Each row has
-two bars: a wide pale one, the softmax of the logits at temperature 1 (the model's own
-distribution), and a narrow solid one, the distribution sampling draws from after temperature,
-top-k and top-p (core.sampling.candidate_distribution). Candidates the settings rule out are
-grey with a dashed outline (no hatch pattern: SVG exports would lose it). Clicking a bar, or
-pressing 1–9 / Enter on the chart, asks the controller to append that token; the panel never
-runs the model.
+The chart (gui.candidate_bars) shows the most likely candidates as horizontal bars, most likely
+on top. Each row has two bars: a wide pale one, the softmax of the logits at temperature 1 (the
+model's own distribution), and a narrow solid one, the distribution sampling draws from after
+temperature, top-k and top-p (core.sampling.candidate_distribution). Clicking a bar, or pressing
+1–9 / Enter on the chart, asks the controller to append that token; the panel never runs the model.
 """
 from __future__ import annotations
 
 import numpy as np
-import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
                                QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
@@ -21,20 +18,13 @@ from core.experiment_runs import next_token_change
 from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView
 from gui.panels.base import Figure, Panel
 from gui.text_fit import elide
-from gui.token_axis import TokenAxis
 
-AFTER_COLOUR = QColor("#2c5f8a")       # solid: the distribution sampling draws from
-RAW_COLOUR = QColor("#b7d0e6")         # pale: softmax at temperature 1
-RULED_OUT_FILL = QColor("#e3e3e3")     # grey, dashed outline: the settings rule the candidate out
-RULED_OUT_EDGE = QColor("#7a7a7a")
-CURSOR_COLOUR = QColor("#fff1b8")      # the row Enter would append (only while the chart has focus)
-RAW_BAR_HEIGHT = 0.8                   # in rows
-AFTER_BAR_HEIGHT = 0.38
 DEFAULT_BARS = 10
 LABEL_COLUMNS = 16                     # longer pieces are elided on the axis (whole in tooltip and CSV)
 CSV_HEADER = ("rank", "id", "piece", "probability", "probability_after_settings", "in_sampling_set")
@@ -58,17 +48,16 @@ class NextTokenPanel(Panel):
         super().__init__(parent)
         self.candidates: Candidates | None = None  # the rows drawn, most likely first
         self.position = 0                           # the position whose next token is shown
-        self.cursor_row = 0                         # the row Enter appends
-        self._keyboard_used = False                 # the cursor row is highlighted only after arrow keys
 
         page = QWidget(self)
         self.figure_box = QWidget(page)             # what a figure export renders: header, chart, legend
         self.header = QLabel(self.figure_box)
         self.settings_line = QLabel(self.figure_box)
-        self.chart = pg.PlotWidget(self.figure_box, axisItems={"left": TokenAxis("left", offset=0, point_size=9),
-                                                               "right": TokenAxis("right", offset=0, point_size=9)})
+        self.chart = CandidateBars(self.figure_box)
+        self.chart.sigRowChosen.connect(self._append_row)
+        self.chart.sigRowHovered.connect(
+            lambda row: self.chart.setToolTip("" if row is None else self._row_tooltip(row)))
         self.legend = QLabel(self.figure_box)
-        self._build_chart()
         self._build_figure_box()
         controls = self._build_controls()
         actions = self._build_actions()
@@ -107,33 +96,6 @@ class NextTokenPanel(Panel):
         box.addWidget(self.legend)
         self.effect, self._full = InterventionEffectView(self.figure_box), None  # before/after, while intervened
         box.addWidget(self.effect, 1)
-
-    def _build_chart(self) -> None:
-        self.chart.setMinimumHeight(160)
-        self.chart.setFocusPolicy(Qt.StrongFocus)  # so 1–9 and Enter reach it
-        self.chart.installEventFilter(self)
-        plot = self.chart.getPlotItem()
-        plot.invertY(True)                          # rank 1 on top
-        plot.setMouseEnabled(x=False, y=False)
-        plot.hideButtons()
-        plot.setContentsMargins(0, 8, 4, 0)  # room for a row label that sticks out above the top row
-        plot.setLabel("bottom", "probability (%)")
-        plot.showAxis("right")
-        bottom = plot.getAxis("bottom")
-        bottom.setStyle(tickFont=ui_font())
-        # percent needs no SI prefix, and updating it re-lays-out the axis label on every range change
-        bottom.enableAutoSIPrefix(False)
-        for name in ("left", "right"):
-            plot.getAxis(name).setStyle(tickLength=0)
-        self.cursor_band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0,
-                                           brush=CURSOR_COLOUR, pen=pg.mkPen(None))
-        self.raw_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=RAW_BAR_HEIGHT)
-        self.after_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=AFTER_BAR_HEIGHT,
-                                          brush=AFTER_COLOUR, pen=pg.mkPen(None))
-        for item in (self.cursor_band, self.raw_bars, self.after_bars):
-            plot.addItem(item)
-        self.chart.scene().sigMouseClicked.connect(self._on_chart_clicked)
-        self.chart.scene().sigMouseMoved.connect(self._on_chart_hovered)
 
     def _build_controls(self) -> QGridLayout:
         self.temperature = QDoubleSpinBox(self)
@@ -189,7 +151,7 @@ class NextTokenPanel(Panel):
         self.append_button = QPushButton("Append", self)
         self.append_button.setToolTip("Append the highlighted candidate (or click a bar, "
                                       "or press 1–9 on the chart)")
-        self.append_button.clicked.connect(lambda: self._append_row(self.cursor_row))
+        self.append_button.clicked.connect(lambda: self._append_row(self.chart.cursor_row))
         self.step_back_button = QPushButton("Step back", self)
         self.step_back_button.setToolTip("Undo the last appended token")
         self.step_back_button.clicked.connect(self.sigStepBack.emit)
@@ -223,7 +185,7 @@ class NextTokenPanel(Panel):
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:
         self.candidates = None
-        self._draw_bars()
+        self.chart.show_candidates(None, [], [])
 
     def draw(self) -> None:
         self.position = self.selection.query_index(self.trace.n_tokens)
@@ -254,7 +216,6 @@ class NextTokenPanel(Panel):
         self.candidates = top_candidates(self.trace.logits[self.position], self.settings(),
                                          min(self.bar_count.value(), self.trace.config.vocab_size))
         self.header.setText(self._header_text())
-        self.cursor_row = min(self.cursor_row, max(0, self._row_count() - 1))
         self._draw_bars()
         self._update_settings_line()
         self.append_button.setEnabled(self.candidates is not None and self.showing_last_position())
@@ -289,28 +250,9 @@ class NextTokenPanel(Panel):
         self.settings_line.setText(f"{rule}. Sampling can pick {can_pick} of the {self._row_count()} shown.")
 
     def _draw_bars(self) -> None:
-        plot = self.chart.getPlotItem()
         c = self.candidates
-        if c is None:
-            for item in (self.cursor_band, self.raw_bars, self.after_bars):
-                item.setOpts(x0=[], y=[], width=[])
-            for name in ("left", "right"):
-                plot.getAxis(name).set_labels([])
-            plot.setRange(xRange=(0, 1), yRange=(-0.5, 0.5), padding=0)
-            return
-        rows = np.arange(len(c.ids), dtype=float)
-        ruled_out = ~c.in_sampling_set
-        # x in percent, so the axis reads like the labels beside the bars
-        self.raw_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.probability,
-                              brushes=[_raw_brush(out) for out in ruled_out],
-                              pens=[_raw_pen(out) for out in ruled_out])
-        self.after_bars.setOpts(x0=np.zeros_like(rows), y=rows, width=100 * c.after)
-        x_max = 100 * max(float(c.probability.max()), float(c.after.max())) * 1.04
-        self._draw_cursor(x_max)
-        plot.getAxis("left").set_labels(self._piece_labels(), columns=None)
-        plot.getAxis("right").set_labels([f"{format_probability(p)} → {format_probability(a)}"
-                                          for p, a in zip(c.probability, c.after)], columns=None)
-        plot.setRange(xRange=(0, x_max), yRange=(-0.5, len(rows) - 0.5), padding=0)
+        right = [f"{format_probability(p)} → {format_probability(a)}" for p, a in zip(c.probability, c.after)]
+        self.chart.show_candidates(c, self._piece_labels(), right)
 
     def _piece_labels(self) -> list[str]:
         """'piece  [rank]' per row (ranks 1–9 are also the keys that append them); ✓ marks what the
@@ -322,33 +264,7 @@ class NextTokenPanel(Panel):
                 f"{' ✓' if int(token_id) == actual else ''}  [{rank}]"
                 for rank, token_id in enumerate(self.candidates.ids, start=1)]
 
-    def _draw_cursor(self, x_max: float) -> None:
-        """The highlight appears once the arrow keys are used, so exported figures stay clean."""
-        visible = self.chart.hasFocus() and self._keyboard_used and self._row_count() > 0
-        self.cursor_band.setOpts(x0=[0.0] if visible else [], y=[float(self.cursor_row)] if visible else [],
-                                 width=[x_max] if visible else [])
-
     # ---------------------------------------------------------------- user input
-    def _row_at(self, scene_pos) -> int | None:
-        """The candidate row under a scene point (anywhere across the plot, labels included)."""
-        plot = self.chart.getPlotItem()
-        if self.candidates is None or not plot.sceneBoundingRect().contains(scene_pos):
-            return None
-        row = int(np.floor(plot.vb.mapSceneToView(scene_pos).y() + 0.5))
-        return row if 0 <= row < self._row_count() else None
-
-    def _on_chart_clicked(self, event) -> None:
-        if event.button() != Qt.LeftButton:
-            return
-        row = self._row_at(event.scenePos())
-        if row is not None:
-            self.cursor_row = row
-            self._append_row(row)
-
-    def _on_chart_hovered(self, scene_pos) -> None:
-        row = self._row_at(scene_pos)
-        self.chart.setToolTip("" if row is None else self._row_tooltip(row))
-
     def _row_tooltip(self, row: int) -> str:
         c = self.candidates
         token_id = int(c.ids[row])
@@ -357,33 +273,6 @@ class NextTokenPanel(Panel):
                 f"softmax at T=1: {format_probability(float(c.probability[row]))}\n"
                 f"after the settings: {format_probability(float(c.after[row]))} ({state})"
                 + ("\nclick to append" if self.showing_last_position() else ""))
-
-    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if watched is self.chart:
-            if event.type() == QEvent.KeyPress and self._handle_key(event.key()):
-                return True
-            if event.type() == QEvent.FocusOut:
-                self._keyboard_used = False
-            if event.type() in (QEvent.FocusIn, QEvent.FocusOut) and self.candidates is not None:
-                self._draw_cursor(self.chart.getPlotItem().vb.viewRange()[0][1])
-        return super().eventFilter(watched, event)
-
-    def _handle_key(self, key: int) -> bool:
-        """1–9 append that rank; Up/Down move the highlight; Enter appends the highlighted row."""
-        if self.candidates is None:
-            return False
-        if Qt.Key_1 <= key <= Qt.Key_9:
-            self._append_row(key - Qt.Key_1)
-        elif key in (Qt.Key_Return, Qt.Key_Enter):
-            self._append_row(self.cursor_row)
-        elif key in (Qt.Key_Up, Qt.Key_Down):
-            step = -1 if key == Qt.Key_Up else 1
-            self._keyboard_used = True
-            self.cursor_row = int(np.clip(self.cursor_row + step, 0, self._row_count() - 1))
-            self._draw_cursor(self.chart.getPlotItem().vb.viewRange()[0][1])
-        else:
-            return False
-        return True
 
     def _append_row(self, row: int) -> None:
         """Appending adds to the end of the sentence, so it only makes sense for the last position."""
@@ -418,13 +307,3 @@ class NextTokenPanel(Panel):
                              repr(float(c.probability[i])), repr(float(c.after[i])),
                              "true" if c.in_sampling_set[i] else "false"))
         return csv_text(rows)
-
-
-def _raw_brush(ruled_out: bool) -> QBrush:
-    return QBrush(RULED_OUT_FILL if ruled_out else RAW_COLOUR)
-
-
-def _raw_pen(ruled_out: bool) -> QPen:
-    if ruled_out:
-        return pg.mkPen(RULED_OUT_EDGE, width=1, style=Qt.DashLine)
-    return pg.mkPen(RAW_COLOUR.darker(130), width=1)

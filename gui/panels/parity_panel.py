@@ -6,6 +6,9 @@ reference and hands this panel the NumPy trace (set_reference_trace) before the 
 field and a column per layer, each cell the field's largest |ONNX − NumPy|, coloured by how close
 its worst cell comes to the tolerance; the line under it locates the worst cell of all. Clicking a
 cell shows that field's differences as a heatmap (one head of the selected ones for [H, T, ·] fields).
+
+The report takes ~250 ms on a full context, so it is computed on the model worker (gui.readout_job):
+the panel says "Computing…" until the report of the pair it holds arrives; a newer pair supersedes it.
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
+from gui.readout_job import ReadoutJob
 
 NEED_BOTH = ("Parity compares the ONNX Runtime run with the NumPy reference run of the same sentence, so it "
              "needs both: pick Model → Both backends (ONNX ↔ NumPy parity).")
@@ -64,6 +68,7 @@ class ParityPanel(Panel):
         self._report_of: tuple | None = None         # (trace, reference) the rows were computed from
         self.field: str | None = None                # the field whose differences the heatmap shows
         self._drawn_diff: tuple | None = None        # (report, field, head) the heatmap shows
+        self.readout = ReadoutJob(self.refresh)       # the controller lends it the model worker
         self.set_content(self._build())
         self.refresh()
 
@@ -133,6 +138,12 @@ class ParityPanel(Panel):
     def clear(self) -> None:
         self.rows, self._report_of, self.field, self._drawn_diff = [], None, None, None
 
+    def unavailable(self, trace: Trace) -> str | None:
+        pair = self.traces_by_backend()
+        if pair is not None and self.readout.result_for(parity_report, *pair) is None:
+            return self.readout.waiting_text("the parity report of this sentence")
+        return None   # without a pair draw() says to pick both backends
+
     def draw(self) -> None:
         pair = self.traces_by_backend()
         self.need_both.setVisible(pair is None)
@@ -142,7 +153,7 @@ class ParityPanel(Panel):
             self.clear()
             return
         if self._report_of is None or any(a is not b for a, b in zip(self._report_of, pair)):
-            self.rows, self._report_of = parity_report(*pair), pair
+            self.rows, self._report_of = self.readout.result_for(parity_report, *pair), pair
             self.field = max(self.rows, key=lambda row: row.ratio).field
             self._fill_table()
         self._mark_field()
@@ -242,6 +253,10 @@ class ParityPanel(Panel):
 
     # ---------------------------------------------------------------- export
     def figures(self) -> list[Figure]:
+        pair = self.traces_by_backend()
+        if pair is not None and not self.rows:   # an export right after a new sentence: no waiting
+            self.readout.result_now(parity_report, *pair)
+            self.refresh()
         if not self.rows:
             return []
         return [Figure("parity_fields", self.fields_box, table=self.fields_csv),

@@ -177,3 +177,67 @@ def test_a_scaled_ropes_pairs_turn_as_the_model_turned_them(make_bundle, scaling
     np.testing.assert_allclose(turned, trace.layers[1].q_rot[2, m], atol=1e-5)
     demo = pos.relative_demo(trace, 0, 1, m, 2)
     assert demo.dot_at_shift(0) == pytest.approx(demo.runner_dot, abs=1e-4)
+
+
+# ---------------------------------------------------------------- the frozen views the Positions tabs draw, with their CSV
+
+def csv_rows(text: str) -> list[list[str]]:
+    import csv
+    import io
+
+    return list(csv.reader(io.StringIO(text)))
+
+
+def test_sinusoidal_view_holds_the_table_and_smooth_curves_through_it():
+    view = pos.sinusoidal_view(5, 16, samples=9)
+    np.testing.assert_array_equal(view.table, pos.sinusoidal_table(5, 16))
+    assert view.dims == tuple(pos.sinusoidal_dims_to_show(16))
+    assert view.smooth[0] == 0 and view.smooth[-1] == 4 and len(view.smooth) == 9
+    np.testing.assert_allclose(view.curves[::2], view.table, atol=1e-6)   # samples 0, 2, .. fall on positions
+    rows = csv_rows(view.csv())
+    assert rows[0] == ["position"] + [f"dim {j}" for j in range(16)]
+    np.testing.assert_array_equal(np.array(rows[1:])[:, 1:].astype(np.float32), view.table)
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_embed_plus_pe_view_adds_the_table_to_the_runs_embedding(trace, scaled):
+    view = pos.embed_plus_pe_view(trace, scaled)
+    factor = np.sqrt(trace.config.hidden_size) if scaled else 1.0
+    assert view.factor == pytest.approx(factor)
+    np.testing.assert_allclose(view.embedding, trace.embed * factor, rtol=1e-6)
+    np.testing.assert_allclose(view.summed - view.embedding, pos.sinusoidal_table(*trace.embed.shape), atol=1e-5)
+    assert view.labels[0] == f"0 {trace.label(0)}" and len(view.labels) == trace.n_tokens
+    assert view.limit >= np.abs(view.summed).max()
+    assert view.rms_pe == pytest.approx(float(np.sqrt(np.mean(pos.sinusoidal_table(*trace.embed.shape) ** 2))),
+                                        rel=1e-4)
+    summed, embedding = csv_rows(view.csv()), csv_rows(view.embedding_csv())
+    assert ("×√D" in summed[0][0]) == scaled
+    assert [r[0] for r in summed[1:]] == list(view.labels)
+    np.testing.assert_array_equal(np.array(embedding[1:])[:, 1:].astype(np.float32), view.embedding)
+
+
+def test_pair_angle_view_is_m_theta_and_breaks_its_lines_where_they_wrap(trace):
+    cfg = trace.config
+    view = pos.pair_angle_view(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling, cfg.max_position_embeddings)
+    positions = np.arange(cfg.max_position_embeddings)
+    np.testing.assert_allclose(view.angles, positions[:, None] * view.frequency[None, :])
+    assert view.wrapped.min() >= 0 and view.wrapped.max() < 2 * np.pi
+    wrapped_past = np.diff(view.wrapped, axis=0) < 0
+    np.testing.assert_array_equal(~view.wrap_breaks[:-1], wrapped_past)
+    assert view.wrap_breaks[-1].all()
+    rows = csv_rows(view.csv())
+    assert len(rows) == cfg.max_position_embeddings + 1 and rows[0][0] == "position m"
+
+
+def test_rope_pairs_and_relative_demo_csv_carry_the_runners_numbers(trace):
+    m = trace.n_tokens - 1
+    pairs = pos.query_pairs(trace, 1, 2, m)
+    rows = csv_rows(pairs.csv())
+    assert len(rows) == trace.config.head_dim // 2 + 1
+    half = trace.config.head_dim // 2
+    assert float(rows[1][9]) == float(trace.layers[1].q_rot[2, m, 0])
+    assert float(rows[1][10]) == float(trace.layers[1].q_rot[2, m, half])
+    demo = pos.relative_demo(trace, 1, 2, m, 0)
+    demo_rows = csv_rows(demo.csv())
+    assert demo_rows[-1][0] == "runner q_rot.k_rot" and float(demo_rows[-1][5]) == demo.runner_dot
+    assert sum(r[0] == "shift both" for r in demo_rows) == len(demo.shifts)

@@ -14,8 +14,9 @@ from core.bundle import load_bundle
 from core.runners import NumpyRunner, OnnxRunner
 from core.sampling import SamplingSettings
 from core.session import analyse
-from core.session_file import (FORMAT, SCHEMA_VERSION, Session, SessionError, load_session, save_session,
-                               session_bytes)
+from core.interventions import Interventions
+from core.session_file import (FORMAT, SCHEMA_VERSION, Session, SessionError, interventions_from_json,
+                               interventions_to_json, load_session, save_session, session_bytes)
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=32)
 plain_lists = st.recursive(st.lists(st.one_of(finite, st.integers(-5, 5), st.none(), st.booleans()), max_size=4),
@@ -23,10 +24,12 @@ plain_lists = st.recursive(st.lists(st.one_of(finite, st.integers(-5, 5), st.non
 sessions = st.builds(
     Session,
     sentences=st.lists(st.text(max_size=40), min_size=1, max_size=3).map(tuple),
+    token_ids=st.none() | st.lists(st.integers(0, 2**31 - 1), min_size=1, max_size=5).map(tuple),
     bundle=st.none(),
     backend=st.sampled_from(["onnx", "numpy", "both"]),
     selection=st.fixed_dictionaries({"layer": st.integers(0, 9), "head": st.integers(0, 9),
-                                     "query": st.none() | st.integers(0, 300), "key": st.none() | st.integers(0, 300)}),
+                                     "query": st.none() | st.integers(0, 300), "key": st.none() | st.integers(0, 300),
+                                     "step": st.none() | st.integers(0, 300)}),
     sampling=st.builds(SamplingSettings, temperature=st.floats(0, 5), top_k=st.integers(0, 2048),
                        top_p=st.floats(0.01, 1), greedy=st.booleans(), seed=st.integers(0, 2**31 - 1)),
     interventions=st.dictionaries(st.text(min_size=1, max_size=12), plain_lists, max_size=3),
@@ -97,6 +100,8 @@ BAD_FILES = {
                        b'"sampling": {"temperature": NaN}}',
     "intervention not a list": json.dumps(minimal(interventions={"head_mask": 3})).encode(),
     "intervention with an object": json.dumps(minimal(interventions={"head_mask": [{"a": 1}]})).encode(),
+    "negative token id": json.dumps(minimal(token_ids=[3, -1])).encode(),
+    "step not a number": json.dumps(minimal(selection={"step": "last"})).encode(),
     "layout not base64": json.dumps(minimal(dock_layout="%%%")).encode(),
     "deeply nested": b'{"format": "glassbox-session", "version": 1, "sentences": ["a"], "interventions": {"x": '
                      + b"[" * 100000 + b"]" * 100000 + b"}}",
@@ -153,3 +158,33 @@ def test_reopening_reproduces_a_bit_identical_trace(tmp_path, make_bundle, runne
                     **{k: np.asarray(v) for k, v in opened.interventions.items()})
     for name, array in before.to_arrays().items():
         assert np.array_equal(array, after.to_arrays()[name]), name
+
+
+def test_interventions_round_trip_bit_identically_through_the_file(tmp_path):
+    rng = np.random.default_rng(3)
+    given = Interventions(head_mask=np.array([[1.0, 0.25], [0.0, 1.0]], np.float32), ablate_mode="mean",
+                          experts_off=np.array([[False, True], [False, False]]),
+                          resid_patch=rng.standard_normal((3, 2, 4)).astype(np.float32),
+                          resid_patch_mask=np.array([[True, False]] * 3))
+    session = Session(sentences=("a",), interventions=interventions_to_json(given))
+    back = interventions_from_json(load_session(save_session(session, tmp_path / "s.glassbox")).session.interventions)
+    assert back.ablate_mode == "mean" and back.expert_override is None
+    for name in ("head_mask", "experts_off", "resid_patch", "resid_patch_mask"):
+        assert getattr(back, name).dtype == getattr(given, name).dtype
+        assert np.array_equal(getattr(back, name), getattr(given, name)), name
+
+
+@pytest.mark.parametrize("raw, why", [
+    ({"head_mask": [[1.0, None]]}, "finite"),
+    ({"head_mask": [[1.0], [1.0, 0.0]]}, "rectangular"),
+    ({"expert_override": [[[0.5]]]}, "whole numbers"),
+    ({"ablate_mode": "half"}, "ablate_mode"),
+    ({"resid_patch": [[[0.0]]]}, "come together"),
+])
+def test_unusable_interventions_are_refused_with_the_reason(raw, why):
+    with pytest.raises(ValueError, match=why):
+        interventions_from_json(raw)
+
+
+def test_interventions_of_a_newer_version_are_ignored():
+    assert interventions_from_json({"head_mask": [[0.0]], "neuron_mask": [[1]]}).head_mask.tolist() == [[0.0]]

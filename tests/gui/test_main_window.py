@@ -279,7 +279,7 @@ def test_layout_sentence_and_model_persist_and_reset_layout_restores(qtbot, make
 def test_menus_offer_the_expected_shortcuts(window):
     shortcuts = {a.text().replace("&", ""): a.shortcut().toString()
                  for menu in window.menuBar().findChildren(type(window.view_menu)) for a in menu.actions()}
-    assert shortcuts["Open bundle…"] == "Ctrl+O"
+    assert shortcuts["Open bundle…"] == "Ctrl+Shift+O"
     assert shortcuts["Export figure…"] == "Ctrl+E"
     assert shortcuts["Export all…"] == "Ctrl+Shift+E"
     assert shortcuts["Quit"] == "Ctrl+Q"

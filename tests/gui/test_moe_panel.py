@@ -11,7 +11,8 @@ from PySide6.QtCore import QPointF, Qt
 from core import routing
 from core.runners import NumpyRunner
 from core.session import analyse
-from gui.panels.moe_panel import ROW_LABEL_COLUMNS, WHATIF_TAG, MoePanel
+from gui.panels.moe_panel import WHATIF_TAG, MoePanel
+from gui.router_heatmaps import ROW_LABEL_COLUMNS
 from gui.text_fit import elide
 from gui.selection import Selection
 from tests.gui.qt_helpers import hover
@@ -103,8 +104,8 @@ def test_shown_weights_are_the_expert_weights_and_nothing_else(panel, trace, lay
     assert texts == expected
     for (t, e), _ in expected.items():
         slot = list(lt.expert_ids[t]).index(e)
-        assert panel.router.shown_weights[t, e] == pytest.approx(float(lt.expert_weights[t, slot]))
-    assert np.count_nonzero(panel.router.shown_weights) == len(expected)
+        assert panel.router.weights_text.values[t, e] == pytest.approx(float(lt.expert_weights[t, slot]))
+    assert np.count_nonzero(panel.router.weights_text.values) == len(expected)
 
 
 def test_probability_cells_show_the_full_softmax(panel, trace):
@@ -157,7 +158,7 @@ def test_token_list_names_every_expert_and_its_tokens(panel, trace):
         assert f"expert {e} ({np.count_nonzero(lt.expert_ids == e)})" in text
     for t in range(trace.n_tokens):
         assert trace.label(t) in text
-    rows = read_csv(panel.expert_tokens_table())
+    rows = read_csv(figure(panel, "moe_expert_load").extra_tables["moe_expert_tokens"]())
     assert len(rows) == lt.expert_ids.size
     for row in rows:
         t, s = int(row["position"]), int(row["slot"])
@@ -305,7 +306,7 @@ def test_only_this_expert_mode_sends_every_slot_to_it(panel, trace, qtbot):
 
 def test_long_sentence_opens_on_a_window_that_follows_the_selected_token(panel, runner):
     from core.sample_text import sample_sentences
-    from gui.panels.moe_panel import WINDOW_ROWS
+    from gui.router_heatmaps import WINDOW_ROWS
 
     trace = analyse(runner, " ".join(sample_sentences(40, seed=2)))
     assert trace.n_tokens > WINDOW_ROWS

@@ -13,7 +13,8 @@ from core.runners import NumpyRunner
 from core.sampling import SamplingSettings, candidate_distribution
 from core.session import analyse
 from core.tokenizer import BYTE_ENCODER
-from gui.panels.next_token_panel import CSV_HEADER, LABEL_COLUMNS, RULED_OUT_FILL, NextTokenPanel
+from gui.candidate_bars import RULED_OUT_FILL
+from gui.panels.next_token_panel import CSV_HEADER, LABEL_COLUMNS, NextTokenPanel
 from gui.text_fit import elide
 from gui.selection import Selection
 
@@ -41,8 +42,8 @@ def _expected_top(trace, position: int, n: int):
 
 def _drawn_bars(panel: NextTokenPanel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(rows, raw widths, after widths) as drawn, in probability units."""
-    raw = panel.raw_bars.opts
-    return np.asarray(raw["y"]), np.asarray(raw["width"]) / 100, np.asarray(panel.after_bars.opts["width"]) / 100
+    raw = panel.chart.raw_bars.opts
+    return np.asarray(raw["y"]), np.asarray(raw["width"]) / 100, np.asarray(panel.chart.after_bars.opts["width"]) / 100
 
 
 def _left_labels(panel: NextTokenPanel) -> list[str]:
@@ -53,7 +54,7 @@ def _row_view_point(panel: NextTokenPanel, row: int):
     """Where row `row` is on screen (middle of its bar), in the chart viewport's coordinates."""
     vb = panel.chart.getPlotItem().vb
     x = vb.viewRange()[0][1] * 0.02
-    return panel.chart.mapFromScene(vb.mapViewToScene(QPointF(x, row)))
+    return panel.chart.mapFromScene(vb.mapViewToScene(QPointF(x, row + 0.5)))
 
 
 def _set_settings(panel: NextTokenPanel, s: SamplingSettings) -> None:
@@ -70,7 +71,7 @@ def test_bars_are_the_top_candidates_of_the_last_position_in_order(panel, englis
     ids, probs = _expected_top(english_trace, english_trace.n_tokens - 1, 8)
     np.testing.assert_array_equal(panel.candidates.ids, ids)
     rows, raw, after = _drawn_bars(panel)
-    np.testing.assert_array_equal(rows, np.arange(8))
+    np.testing.assert_array_equal(rows, np.arange(8) + 0.5)   # row i: the unit cell [i, i+1)
     np.testing.assert_allclose(raw, probs, rtol=1e-6)
     np.testing.assert_allclose(after, probs / 1.0, rtol=1e-6)  # default settings: nothing is ruled out
     assert _left_labels(panel)[0].startswith(elide(english_trace.vocab_label(int(ids[0])), LABEL_COLUMNS))
@@ -112,7 +113,7 @@ def test_settings_mark_samplable_bars_as_core_sampling_does(panel, chinese_trace
     expected = candidate_distribution(logits, s)[panel.candidates.ids]
     np.testing.assert_array_equal(panel.candidates.in_sampling_set, expected > 0)
     np.testing.assert_allclose(_drawn_bars(panel)[2], expected, rtol=1e-6)
-    greyed = [brush.color() == RULED_OUT_FILL for brush in panel.raw_bars.opts["brushes"]]
+    greyed = [brush.color() == RULED_OUT_FILL for brush in panel.chart.raw_bars.opts["brushes"]]
     assert greyed == list(expected == 0)
     assert f"Sampling can pick {int(np.count_nonzero(expected))} of the 12" in panel.settings_line.text()
 
@@ -147,7 +148,7 @@ def test_arrow_keys_and_enter_append_the_highlighted_row(panel, english_trace, q
     panel.chart.setFocus()
     qtbot.keyClick(panel.chart, Qt.Key_Down)
     qtbot.keyClick(panel.chart, Qt.Key_Down)
-    assert panel.cursor_band.opts["y"] == [2.0]  # the highlight follows the keys
+    assert panel.chart.cursor_band.opts["y"] == [2.5]  # the highlight follows the keys
     with qtbot.waitSignal(panel.sigAppendTokens) as blocker:
         qtbot.keyClick(panel.chart, Qt.Key_Return)
     assert blocker.args == [[int(panel.candidates.ids[2])]]
@@ -212,7 +213,7 @@ def test_empty_trace_shows_an_empty_state(panel, english_trace, qtbot):
     panel.set_trace(None)
     assert panel.candidates is None and panel.showing_empty_state()
     assert not panel.chart.isVisible()
-    assert len(panel.raw_bars.opts["width"]) == 0
+    assert len(panel.chart.raw_bars.opts["width"]) == 0
     assert panel.bars_csv().splitlines() == [",".join(CSV_HEADER)]
     with qtbot.assertNotEmitted(panel.sigAppendTokens):
         qtbot.keyClick(panel.chart, Qt.Key_1)
@@ -259,7 +260,7 @@ def test_many_bars_thin_the_labels_but_keep_rank_one(panel, english_trace, qtbot
         ((_, values),) = plot.getAxis(side).tickValues(low, high, plot.vb.height())
         return values
 
-    assert rows("left")[0] == 0.0 and 1 < len(rows("left")) < 50
+    assert rows("left")[0] == 0.5 and 1 < len(rows("left")) < 50
     assert rows("right") == rows("left")
 
 

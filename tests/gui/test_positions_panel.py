@@ -6,13 +6,15 @@ import io
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPointF
+from PySide6.QtCore import QPointF, Qt
 from PySide6.QtGui import QColor, QImage
 
 from core import positions as pos
 from core.runners import NumpyRunner
 from core.session import analyse
-from gui.panels.positions_panel import PositionsPanel, arrow_segments
+from gui.panels.positions_panel import PositionsPanel
+from gui.plot_shapes import arrow_segments
+from gui.rope_pair_plot import RING_RADIUS, pair_cell, ring_centres
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
 
@@ -45,6 +47,10 @@ def show(panel, trace, **selection):
     panel.set_trace(trace)
     panel.set_selection(Selection(**selection))
     panel.draw_all()
+
+
+def tab(panel, figure_name: str):
+    return next(page for page in panel.pages if page.figure_name == figure_name)
 
 
 def rows(csv_string: str) -> list[list[str]]:
@@ -100,7 +106,7 @@ def test_every_figure_renders_something(panel, trace):
 
 def test_sinusoidal_heatmap_is_the_table_for_this_sentence(panel, trace):
     show(panel, trace)
-    page = panel.page("positions_sinusoidal")
+    page = tab(panel, "positions_sinusoidal")
     np.testing.assert_array_equal(page.image.image, pos.sinusoidal_table(trace.n_tokens, trace.config.hidden_size))
     assert "RoPE" in page.frame.caption.text() and "does not use" in page.frame.caption.text()
     for dim, (_, dots) in page.curves.items():
@@ -109,7 +115,7 @@ def test_sinusoidal_heatmap_is_the_table_for_this_sentence(panel, trace):
 
 def test_embed_plus_pe_heatmap_sums_the_traces_embedding_and_labels_tokens(panel, trace):
     show(panel, trace)
-    page = panel.page("positions_embed_plus_pe")
+    page = tab(panel, "positions_embed_plus_pe")
     np.testing.assert_allclose(page.images[0].image, trace.embed)
     np.testing.assert_allclose(page.images[1].image - trace.embed, pos.sinusoidal_table(*trace.embed.shape), atol=1e-6)
     labels = page.plots[0].getAxis("left").labels()
@@ -125,7 +131,7 @@ def test_embed_plus_pe_heatmap_sums_the_traces_embedding_and_labels_tokens(panel
 def test_arrows_drawn_are_the_traces_q_and_q_rot_for_every_pair(panel, trace, layer, head):
     m = trace.n_tokens - 2
     show(panel, trace, layer=layer, head=head, query=m)
-    page = panel.page("positions_rope_pairs")
+    page = tab(panel, "positions_rope_pairs")
     q, q_rot = trace.layers[layer].q[head, m], trace.layers[layer].q_rot[head, m]
     half = trace.config.head_dim // 2
     for i in range(half):
@@ -138,10 +144,10 @@ def test_arrows_drawn_are_the_traces_q_and_q_rot_for_every_pair(panel, trace, la
 def test_small_multiples_point_where_q_rot_points(panel, trace):
     m = trace.n_tokens - 1
     show(panel, trace, layer=1, head=1, query=m)
-    page = panel.page("positions_rope_pairs")
+    page = tab(panel, "positions_rope_pairs")
     x, y = page.small_after.getData()
-    centres = page._cell_centres(trace.config.head_dim // 2)
-    drawn = np.stack([x[1::6], y[1::6]], axis=1) - centres   # each arrow's tip, relative to its cell
+    centres = ring_centres(trace.config.head_dim // 2)
+    drawn = (np.stack([x[1::6], y[1::6]], axis=1) - centres) / RING_RADIUS   # each tip, relative to its ring
     expected = pos.split_pairs(trace.layers[1].q_rot[1, m].astype(np.float64))
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(drawn, expected, atol=1e-6)
@@ -150,7 +156,7 @@ def test_small_multiples_point_where_q_rot_points(panel, trace):
 def test_angle_annotation_names_m_theta_for_the_selected_pair(panel, trace):
     m = trace.n_tokens - 1
     show(panel, trace, query=m)
-    page = panel.page("positions_rope_pairs")
+    page = tab(panel, "positions_rope_pairs")
     page.set_pair(1)
     theta_1 = float(pos.pair_frequencies(trace.config.head_dim, trace.config.rope_theta)[1])
     title = page.big.titleLabel.text
@@ -159,7 +165,7 @@ def test_angle_annotation_names_m_theta_for_the_selected_pair(panel, trace):
 
 def test_angle_curves_are_wrapped_m_theta_over_the_context(panel, trace):
     show(panel, trace)
-    page = panel.page("positions_rope_angles")
+    page = tab(panel, "positions_rope_angles")
     cfg = trace.config
     assert len(page.curves) == cfg.head_dim // 2
     x, y = page.curves[2].getData()
@@ -172,7 +178,7 @@ def test_angle_curves_are_wrapped_m_theta_over_the_context(panel, trace):
 def test_relative_demo_dots_are_equal_across_shifts_and_match_the_runner(panel, trace):
     m, n = trace.n_tokens - 1, trace.n_tokens // 2
     show(panel, trace, layer=1, head=2, query=m, key=n)
-    page = panel.page("positions_relative")
+    page = tab(panel, "positions_relative")
     shifts, dots = page.both.getData()
     assert shifts[0] == -n and 0 in shifts
     assert np.ptp(dots) < 1e-5
@@ -190,8 +196,8 @@ def test_relative_demo_dots_are_equal_across_shifts_and_match_the_runner(panel, 
 
 def test_following_the_shared_selection_redraws_the_visible_page(panel, trace):
     panel.set_trace(trace)
-    panel.tabs.setCurrentWidget(panel.page("positions_rope_pairs"))
-    page = panel.page("positions_rope_pairs")
+    panel.tabs.setCurrentWidget(tab(panel, "positions_rope_pairs"))
+    page = tab(panel, "positions_rope_pairs")
     half = trace.config.head_dim // 2
     for head in range(trace.num_heads):
         panel.set_selection(Selection(layer=1, head=head, query=0))
@@ -206,7 +212,7 @@ def test_hidden_pages_catch_up_before_export(panel, bundle):
     show(panel, first)
     panel.set_trace(second)   # only the visible tab redraws now
     panel.figures()
-    demo = panel.page("positions_relative").demo
+    demo = tab(panel, "positions_relative").demo
     assert demo.query_pos == second.n_tokens - 1
 
 
@@ -226,20 +232,21 @@ def test_user_choices_ask_through_sigselect_and_programmatic_updates_do_not(pane
     assert Selection().updated(**blocker.args[0]).clamped(2, 4, trace.n_tokens).key == 0  # survives clamping
 
 
-def test_clicking_a_small_multiple_selects_that_pair(panel, trace):
+@pytest.mark.parametrize("corner", [(0.1, 0.1), (0.9, 0.9)])
+def test_clicking_a_small_multiple_selects_that_pair(panel, trace, qtbot, corner):
+    panel.tabs.setCurrentWidget(tab(panel, "positions_rope_pairs"))
     show(panel, trace)
-    page = panel.page("positions_rope_pairs")
-    assert page.pair_slider.maximum() == trace.config.head_dim // 2 - 1
-    centre = page._cell_centres(trace.config.head_dim // 2)[3]
-    scene_point = page.small.vb.mapViewToScene(QPointF(*centre))
-
-    class Click:
-        def scenePos(self):
-            return scene_point
-
-    page._clicked_small(Click())
+    qtbot.wait(20)
+    page = tab(panel, "positions_rope_pairs")
+    n_pairs = trace.config.head_dim // 2
+    assert page.pair_slider.maximum() == n_pairs - 1
+    row, col = pair_cell(3, n_pairs)
+    view_point = QPointF(col + corner[0], row + corner[1])    # anywhere inside the pair's cell
+    widget_point = page.frame.graphics.mapFromScene(page.small.vb.mapViewToScene(view_point))
+    qtbot.mouseClick(page.frame.graphics.viewport(), Qt.MouseButton.LeftButton, pos=widget_point)
     assert page.pair == 3 and page.pair_spin.value() == 3
     xs, ys = page.small_box.getData()
+    centre = ring_centres(n_pairs)[3]
     assert xs.min() < centre[0] < xs.max() and ys.min() < centre[1] < ys.max()
 
 
@@ -249,11 +256,11 @@ def test_a_model_with_another_head_size_rebuilds_the_pair_views(panel, make_bund
     narrow = analyse(NumpyRunner(make_bundle(hidden_size=32, num_attention_heads=4, num_key_value_heads=4)),
                      "The cat sat on the mat.")
     show(panel, wide)
-    page = panel.page("positions_rope_pairs")
+    page = tab(panel, "positions_rope_pairs")
     page.set_pair(15)
     show(panel, narrow, layer=1, head=3)
     assert page.pair_slider.maximum() == 3 and page.pair == 3
-    assert len(page.small_texts) == 4 and len(panel.page("positions_rope_angles").curves) == 4
+    assert len(page.small_texts) == 4 and len(tab(panel, "positions_rope_angles").curves) == 4
     q_rot = narrow.layers[1].q_rot[3, narrow.n_tokens - 1]
     assert drawn_tip(page.after_arrow) == pytest.approx((q_rot[3], q_rot[7]), abs=1e-6)
 
@@ -261,8 +268,8 @@ def test_a_model_with_another_head_size_rebuilds_the_pair_views(panel, make_bund
 def test_a_single_token_sentence_draws_every_page(panel, bundle):
     one = NumpyRunner(bundle).run([5])
     show(panel, one)
-    assert panel.page("positions_sinusoidal").image.image.shape == (1, one.config.hidden_size)
-    demo = panel.page("positions_relative").demo
+    assert tab(panel, "positions_sinusoidal").image.image.shape == (1, one.config.hidden_size)
+    demo = tab(panel, "positions_relative").demo
     assert demo.distance == 0 and np.ptp(demo.dot_shift_both) < 1e-5
 
 

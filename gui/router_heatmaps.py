@@ -1,0 +1,150 @@
+"""Two token × expert heatmaps of one MoE layer: the router's probabilities, and the weights actually used.
+
+Drawn from a core.routing_view.LayerRouting. The chosen cells carry a black-and-white double outline
+(visible on any colour), forced cells an orange one, the selected token's row a dashed red one.
+Long sentences open on a window of rows around the selected token; drag or scroll to move.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from core.routing_view import LayerRouting
+from gui import plotting
+from gui.heatmap import CellText, Heatmap, cells_path, cosmetic_pen
+
+CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
+              "mistral-inference: top-k logits → softmax over the k; the same numbers.")
+CHOSEN_OUTER = QColor(0, 0, 0)
+CHOSEN_INNER = QColor(255, 255, 255)
+FORCED_COLOUR = QColor(255, 127, 14)      # forced by an override: orange, unlike the router's own choice
+SELECTED_ROW_COLOUR = QColor(214, 39, 40)
+ROW_LABEL_COLUMNS = 16                    # "12 token": the position and a short word
+WINDOW_ROWS = 40                          # long sentences open on 40 rows around the selected token
+
+
+class RouterView(QWidget):
+    """sigCellHovered / sigCellClicked: (token, expert) under the mouse in either heatmap."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.explanation = QLabel(wordWrap=True)
+        self.plots = pg.GraphicsLayoutWidget()
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.explanation)
+        layout.addWidget(self.plots, 1)
+        self.probs_plot = self._matrix_plot(0, "router probability", rows_named=True)
+        self.weights_plot = self._matrix_plot(1, "weight used", rows_named=False)
+        self.weights_plot.setYLink(self.probs_plot)
+        self.weights_plot.getAxis("left").setStyle(showValues=False)
+        self.weights_plot.setLabel("left", "")
+        self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
+                                          width=10)   # its meaning is in both titles: no label to take width
+        self.plots.addItem(self.colour_bar, 1, 2)
+        self.sigCellHovered, self.sigCellClicked = self.probs_plot.sigCellHovered, self.probs_plot.sigCellClicked
+        self.probs_text, self.weights_text = self._cell_text(self.probs_plot), self._cell_text(self.weights_plot)
+        both = (self.probs_plot, self.weights_plot)
+        self.chosen_outlines = [(plot.add_outline(CHOSEN_OUTER, 3.5), plot.add_outline(CHOSEN_INNER, 1.5))
+                                for plot in both]
+        self.forced_outlines = [plot.add_outline(FORCED_COLOUR, 3.0) for plot in both]
+        self.selected_rows = [plot.add_outline(SELECTED_ROW_COLOUR, 1.5, Qt.PenStyle.DashLine) for plot in both]
+        self.marked: set[tuple[int, int]] = set()    # (token, expert) outlined as chosen
+        self.forced: set[tuple[int, int]] = set()    # (token, expert) outlined as forced
+        self.row_labels: list[str] = []
+        self.probs_plot.vb.sigYRangeChanged.connect(self._on_rows_moved)
+        self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
+
+    def _matrix_plot(self, col: int, title: str, rows_named: bool) -> Heatmap:
+        self.plots.addLabel(title, row=0, col=col)
+        plot = Heatmap("expert", "token", rows_named=rows_named, cols_named=False)
+        self.plots.addItem(plot, row=1, col=col)
+        plot.setMouseEnabled(x=False, y=True)  # long sentences: scroll/zoom along the tokens only
+        if col:   # hovering or clicking either heatmap means the same cell
+            plot.sigCellHovered.connect(lambda cell: self.sigCellHovered.emit(cell))
+            plot.sigCellClicked.connect(lambda row, column: self.sigCellClicked.emit(row, column))
+        return plot
+
+    @staticmethod
+    def _cell_text(plot: Heatmap) -> CellText:
+        text = CellText()
+        text.setZValue(5)
+        text.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
+        plot.addItem(text)
+        return text
+
+    def draw(self, routing: LayerRouting) -> None:
+        n_tokens, n_experts = routing.probs.shape
+        self.explanation.setText(_explanation(routing))
+        _draw_matrix(self.probs_plot, self.probs_text, routing.probs.astype(np.float64), None)
+        _draw_matrix(self.weights_plot, self.weights_text, routing.weights, ~routing.chosen)
+        self.marked = {(int(t), int(e)) for t, e in zip(*np.nonzero(routing.chosen))}
+        path = cells_path(sorted(self.marked))
+        for outer, inner in self.chosen_outlines:
+            outer.setPath(path)
+            inner.setPath(path)
+        self.forced = set(routing.forced)
+        forced_path = cells_path(sorted(self.forced))
+        for item in self.forced_outlines:
+            item.setPath(forced_path)
+        self.row_labels = [f"{i} {label}" for i, label in enumerate(routing.labels)]
+        self.probs_plot.set_row_labels(self.row_labels, ROW_LABEL_COLUMNS)
+        ticks = [(e + 0.5, f"{e}✕" if routing.off[e] else str(e)) for e in range(n_experts)]   # ✕: switched off
+        for plot in (self.probs_plot, self.weights_plot):
+            # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
+            plot.getAxis("bottom").setTicks([ticks, []])
+            plot.setLimits(xMin=0, xMax=n_experts, yMin=0, yMax=n_tokens, minYRange=min(4, n_tokens))
+            plot.setXRange(0, n_experts, padding=0)
+        self.probs_plot.setYRange(0, min(n_tokens, WINDOW_ROWS), padding=0)
+        self._on_rows_moved()
+
+    def select_row(self, row: int, n_tokens: int, n_experts: int) -> None:
+        """Outline the selected token's row and bring it into view."""
+        path = cells_path([(row, 0)], width=n_experts)
+        for item in self.selected_rows:
+            item.setPath(path)
+        top, bottom = self.probs_plot.vb.viewRange()[1]
+        if not top <= row + 0.5 <= bottom:
+            rows = min(n_tokens, max(bottom - top, 1))
+            start = min(max(0.0, row + 0.5 - rows / 2), n_tokens - rows)
+            self.probs_plot.setYRange(start, start + rows, padding=0)
+
+    def visible_rows(self) -> tuple[int, int]:
+        top, bottom = self.probs_plot.vb.viewRange()[1]
+        return max(0, int(np.floor(top))), min(len(self.row_labels), int(np.ceil(bottom)))
+
+    def _on_rows_moved(self, *args) -> None:
+        """Say which rows are on screen, and thin the outlines when rows get small."""
+        first, last = self.visible_rows()
+        row_px = self.probs_plot.vb.height() / max(last - first, 1)
+        total = len(self.row_labels)
+        self.probs_plot.setLabel("left", "token" if last - first >= total else
+                                 f"token ({first}–{last - 1} of {total}: drag or scroll to move)")
+        small = row_px < 9  # a 5 px double outline would hide cells a few pixels tall
+        for outer, inner in self.chosen_outlines:
+            outer.setPen(cosmetic_pen(CHOSEN_OUTER, 1.0 if small else 3.5))
+            inner.setVisible(not small)
+
+
+def _draw_matrix(plot: Heatmap, text: CellText, values: np.ndarray, mask: np.ndarray | None) -> None:
+    plot.image.setImage(plotting.masked_rgba(values, (0.0, 1.0), plotting.colormap(), mask), levels=(0, 255),
+                        rect=QRectF(0, 0, values.shape[1], values.shape[0]))
+    text.set_matrix(values, np.ones_like(values, dtype=bool) if mask is None else ~mask)
+
+
+def _explanation(routing: LayerRouting) -> str:
+    text = (f"<b>Layer {routing.layer}</b> · outlined: the top-{routing.k} of {routing.n_experts} experts "
+            "each token is sent to")
+    if routing.off.any():
+        text += f" · ✕ switched off here: expert {', '.join(str(e) for e in np.flatnonzero(routing.off))}"
+    if not routing.forced:
+        text += (f" · <span title='{html.escape(CONVENTION)}'>the two conventions agree within "
+                 f"{routing.convention_gap():.1e} (hover)</span>")
+    else:
+        text += " <span style='color:#d9650b'>Orange outline: a forced expert (override), not the router's pick.</span>"
+    return text
