@@ -252,7 +252,8 @@ def error_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "model", None):
+        # the app offers to import a Hugging Face --model itself; every other command needs --import-to-cache
+        if getattr(args, "model", None) and (args.func is not cmd_gui or getattr(args, "import_to_cache", False)):
             from core.hf_import import resolve_model
 
             args.model = resolve_model(args.model, getattr(args, "import_to_cache", False))

@@ -32,6 +32,8 @@ def interventions_from_args(args: argparse.Namespace, config):
 
     L = config.num_hidden_layers
     heads = parse_sites(args.ablate_heads, "head", L, config.num_attention_heads) if args.ablate_heads else []
+    if args.ablate_experts and not config.is_moe:
+        raise ValueError(f"--ablate-experts {args.ablate_experts}: this model has no experts (dense MLP)")
     experts = parse_sites(args.ablate_experts, "expert", L, config.num_local_experts) if args.ablate_experts else []
     return Interventions(head_mask=head_mask_off(config, heads), ablate_mode=args.ablate_mode,
                          experts_off=experts_off_mask(config, experts))

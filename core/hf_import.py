@@ -8,6 +8,8 @@ model.onnx.data beside the graph when they are large, so both runners map them i
 
 import_model() writes a bundle where it is told; cached_import() keeps one per source folder under
 ~/.cache/glassbox/imports/<content hash>/ and reuses it (the GUI's File -> Import calls the same).
+Both take `share`, told how much of the work is done (0..1) as the weights are converted; it may
+raise to stop the import, and then nothing is left behind (both write into a staging folder first).
 """
 from __future__ import annotations
 
@@ -39,7 +41,9 @@ _UNSUPPORTED_WEIGHTS = {
 }
 _SUPPORTED_TEXT = ("supported: config.json with one of " + ", ".join(FAMILY)
                    + ", weights as model.safetensors or model.safetensors.index.json (float32/float16/bfloat16)")
-Progress = Callable[[str], None]
+Progress = Callable[[str], None]   # one line for the user
+Share = Callable[[float], None]    # the part of the import done, 0..1; raising in it stops the import
+HASH_SHARE = 0.2                   # of a cached import: reading every byte for the key, before converting
 
 
 class HFImportError(ValueError):
@@ -105,6 +109,44 @@ def source_weights(folder: Path, config: ModelConfig) -> dict[str, np.ndarray]:
     return {name: tensors[name] for name in wanted}
 
 
+class _ReportedTensor:
+    """A source tensor that reports when it is converted (np.asarray), the slow step of an import."""
+
+    def __init__(self, array: np.ndarray, report: Callable[[int], None]) -> None:
+        self._array, self._report = array, report
+
+    # Only what a shape check reads: delegating every attribute would hand NumPy the array's
+    # __array_interface__, and the conversion would then bypass __array__ and its report.
+    shape = property(lambda self: self._array.shape)
+    dtype = property(lambda self: self._array.dtype)
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        self._report(self._array.size)
+        return np.asarray(self._array, dtype)
+
+
+def reported(weights: dict[str, np.ndarray], share: Share) -> dict[str, _ReportedTensor]:
+    """The weights, each telling `share` the fraction of all elements converted once it is read."""
+    total, done = max(1, sum(a.size for a in weights.values())), [0]
+
+    def report(size: int) -> None:
+        share(done[0] / total)   # before converting: a cancel lands before the next tensor's work
+        done[0] += size
+
+    return {name: _ReportedTensor(array, report) for name, array in weights.items()}
+
+
+def check_folder(folder: str | os.PathLike) -> tuple[dict, ModelConfig]:
+    """The quick checks (config, architecture, weight files, tokenizer present): config.json as read and
+    as a ModelConfig; HFImportError with one line. The weights' shapes are checked by the import itself."""
+    folder = Path(folder)
+    data, config = read_source_config(folder)
+    _check_weight_files(folder)
+    if not (folder / TOKENIZER_FILE).is_file():
+        raise HFImportError(f"{folder}: tokenizer.json missing (supported: a Hugging Face tokenizer.json)")
+    return data, config
+
+
 def model_card(data: dict, config: ModelConfig, folder: Path, dtypes: set[str]) -> str:
     name = data.get("_name_or_path") or folder.name
     params = sum(int(np.prod(s)) for s in weight_shapes(config).values())
@@ -128,14 +170,12 @@ def model_card(data: dict, config: ModelConfig, folder: Path, dtypes: set[str]) 
             "licence; read it where you downloaded the model. Glassbox only converted the file format.\n")
 
 
-def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Progress | None = None) -> Path:
+def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Progress | None = None,
+                 share: Share | None = None) -> Path:
     """Check a Hugging Face folder and write it as a bundle in `out`; raise HFImportError with one line."""
     folder, out = Path(folder), Path(out)
     say = progress or (lambda _line: None)
-    data, config = read_source_config(folder)
-    _check_weight_files(folder)
-    if not (folder / TOKENIZER_FILE).is_file():
-        raise HFImportError(f"{folder}: tokenizer.json missing (supported: a Hugging Face tokenizer.json)")
+    data, config = check_folder(folder)
     weights = source_weights(folder, config)
     try:
         tokenizer = load_tokenizer(folder)
@@ -145,9 +185,10 @@ def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Pr
         raise HFImportError(f"{folder / TOKENIZER_FILE}: {tokenizer.vocab_size} tokens, but the model's "
                            f"embedding has only vocab_size {config.vocab_size} rows")
     nbytes = 4 * sum(int(np.prod(a.shape)) for a in weights.values())
-    say(f"writing {nbytes / 2**20:.0f} MB of float32 weights to {out}")
+    say(f"converting {len(weights)} tensors to {nbytes / 2**20:,.0f} MB of float32 weights")
     card = model_card(data, config, folder, {str(a.dtype) for a in weights.values()})
-    write_bundle(out, config, weights, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE)
+    converted = reported(weights, share) if share is not None else weights
+    write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE)
     # The source's tokenizer files verbatim: exactly what the model shipped with.
     for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS:
         if (folder / name).is_file():
@@ -155,14 +196,19 @@ def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Pr
     return out
 
 
-def content_hash(folder: Path) -> str:
+def content_hash(folder: Path, share: Share | None = None) -> str:
     """SHA-256 over the names and bytes of every file an import reads (config, weights, tokenizer)."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.iterdir() if p.is_file() and _read_by_import(p.name)):
+    paths = sorted(p for p in folder.iterdir() if p.is_file() and _read_by_import(p.name))
+    total, done = max(1, sum(p.stat().st_size for p in paths)), 0
+    for path in paths:
         digest.update(path.name.encode() + b"\0")
         with path.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 22), b""):
                 digest.update(chunk)
+                done += len(chunk)
+                if share is not None:
+                    share(done / total)
         digest.update(b"\0")
     return digest.hexdigest()
 
@@ -177,24 +223,46 @@ def default_cache_root() -> Path:
     return Path(base) / "glassbox" / "imports"
 
 
+def cache_target(folder: str | os.PathLike, cache_root: str | os.PathLike | None = None,
+                 share: Share | None = None) -> Path:
+    """Where the cache keeps (or would keep) the bundle of a Hugging Face folder: named by its content."""
+    root = Path(cache_root) if cache_root is not None else default_cache_root()
+    return root / content_hash(Path(folder), share)[:24]
+
+
+def is_cached(target: Path) -> bool:
+    return (target / CARD_FILE).is_file()  # staging is renamed into place only once complete
+
+
 def cached_import(folder: str | os.PathLike, cache_root: str | os.PathLike | None = None,
-                  progress: Progress | None = None) -> Path:
+                  progress: Progress | None = None, share: Share | None = None) -> Path:
     """The bundle for a Hugging Face folder, imported into the cache the first time, reused after."""
     folder = Path(folder)
-    read_source_config(folder)  # fail fast, before hashing gigabytes
-    _check_weight_files(folder)
-    root = Path(cache_root) if cache_root is not None else default_cache_root()
-    target = root / content_hash(folder)[:24]
-    if (target / CARD_FILE).is_file():  # staging is renamed into place only once complete
+    check_folder(folder)  # fail fast, before hashing gigabytes
+    target = cache_target(folder, cache_root, None if share is None else (lambda f: share(HASH_SHARE * f)))
+    if is_cached(target):
         return target
-    root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".importing-", dir=root))
+    later = None if share is None else (lambda f: share(HASH_SHARE + (1 - HASH_SHARE) * f))
+    return import_staged(folder, target, progress, later)
+
+
+def import_staged(folder: str | os.PathLike, target: str | os.PathLike, progress: Progress | None = None,
+                  share: Share | None = None) -> Path:
+    """import_model into a hidden sibling of `target`, renamed into place once complete: an import that
+    fails or is stopped leaves nothing behind. `target` must not exist yet, or be an empty folder."""
+    target = Path(target)
+    if target.exists() and not (target.is_dir() and not any(target.iterdir())):
+        raise HFImportError(f"{target}: already exists and is not empty; choose an empty or a new folder")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".importing-", dir=target.parent))
     try:
-        import_model(folder, staging, progress)
-        if target.exists():  # another import of the same folder finished first
+        import_model(folder, staging, progress, share)
+        if is_cached(target):  # another import of the same folder into the cache finished first
             shutil.rmtree(staging)
-        else:
-            staging.replace(target)
+            return target
+        if target.is_dir():
+            target.rmdir()
+        staging.replace(target)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -25,7 +25,8 @@ patched nowhere is exactly the unpatched run. Absent fields mean "no interventio
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import copy
+from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -37,14 +38,39 @@ PATCHES = (("resid_patch", "resid_patch_mask"), ("head_patch", "head_patch_mask"
            ("expert_patch", "expert_patch_mask"))
 ARRAY_FIELDS = ("head_mask", "expert_override", "experts_off",
                 *(name for pair in PATCHES for name in pair))
+_DTYPES = dict(head_mask=np.float32, expert_override=np.int64, experts_off=np.bool_,
+               resid_patch=np.float32, head_patch=np.float32, expert_patch=np.float32,
+               resid_patch_mask=np.bool_, head_patch_mask=np.bool_, expert_patch_mask=np.bool_)
 
 
-def stage_names(num_layers: int) -> list[str]:
-    """The residual stream's stages in order: embedding, then per layer after attention and after the layer."""
+def stage_names(num_layers: int) -> tuple[str, ...]:
+    """The residual stream's stages in order: embedding, then per layer after attention and after the layer
+    (the trace's own output names: `embed`, `layers.{l}.resid_mid`, `layers.{l}.resid_post`)."""
     names = ["embed"]
     for l in range(num_layers):
         names += [f"layers.{l}.resid_mid", f"layers.{l}.resid_post"]
-    return names
+    return tuple(names)
+
+
+def residual_stages(trace) -> list[np.ndarray]:  # -> S x [T, D], in stage_names order
+    """The residual stream of a Trace at every stage, as the trace holds it (no copy)."""
+    stages = [trace.embed]
+    for layer in trace.layers:
+        stages += [layer.resid_mid, layer.resid_post]
+    return stages
+
+
+_NONE_VALUES = dict(head_mask=np.float32(1), expert_override=np.int64(-1))   # the rest: zeros / False
+
+
+def _none_value(name: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The "no intervention" value of a field as a read-only zero-strided view: no memory of its own.
+    head_mask is the one field fed to ONNX Runtime as it is, which wants a real buffer: [L, H] is small."""
+    dtype = _DTYPES[name]
+    value = _NONE_VALUES.get(name, dtype(0))
+    if name == "head_mask":
+        return _frozen(np.full(shape, value, dtype), dtype)
+    return np.broadcast_to(np.asarray(value, dtype), shape)
 
 
 def _frozen(a: np.ndarray | None, dtype) -> np.ndarray | None:
@@ -69,10 +95,7 @@ class Interventions:
     expert_patch_mask: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        dtypes = dict(head_mask=np.float32, expert_override=np.int64, experts_off=bool,
-                      resid_patch=np.float32, head_patch=np.float32, expert_patch=np.float32,
-                      resid_patch_mask=bool, head_patch_mask=bool, expert_patch_mask=bool)
-        for name, dtype in dtypes.items():
+        for name, dtype in _DTYPES.items():
             object.__setattr__(self, name, _frozen(getattr(self, name), dtype))
         if self.ablate_mode not in ABLATE_MODES:
             raise ValueError(f"ablate mode must be zero or mean, got {self.ablate_mode!r}")
@@ -111,23 +134,25 @@ class Interventions:
 
     # ---------------------------------------------------------- validation
     def filled(self, config: ModelConfig, n_tokens: int) -> "Interventions":
-        """Every array present, shapes checked against the model and the T tokens; ValueError names the problem."""
+        """Every array present, shapes checked against the model and the T tokens; ValueError names the problem.
+
+        What was not given is a read-only broadcast of its "none" value (zero-strided, no memory): a run
+        with nothing in force builds no [S, T, D] patch arrays, and given arrays are not copied again.
+        """
         L, H, K, E = (config.num_hidden_layers, config.num_attention_heads,
                       config.num_experts_per_tok, config.num_local_experts)
         T, D, Dh, S = n_tokens, config.hidden_size, config.head_dim, 1 + 2 * config.num_hidden_layers
         shapes = dict(head_mask=(L, H), expert_override=(L, T, K), experts_off=(L, E),
                       resid_patch=(S, T, D), resid_patch_mask=(S, T), head_patch=(L, H, T, Dh),
                       head_patch_mask=(L, H, T), expert_patch=(L, E, T, D), expert_patch_mask=(L, E, T))
-        defaults = dict(head_mask=np.ones, expert_override=lambda s: np.full(s, -1, np.int64))
-        values = {}
+        result = copy.copy(self)   # not replace(): __post_init__ would copy every array once more
         for name, shape in shapes.items():
             given = getattr(self, name)
             if given is None:
-                given = defaults.get(name, np.zeros)(shape)
+                given = _none_value(name, shape)
             elif given.shape != shape:
                 raise ValueError(f"{name} must have shape {shape}, got {given.shape}")
-            values[name] = given
-        result = replace(self, **values)
+            object.__setattr__(result, name, given)
         result._check_routing(E, K)
         return result
 
@@ -190,4 +215,5 @@ def parse_sites(text: str, what: str, num_layers: int, per_layer: int) -> list[t
     return sites
 
 
-__all__ = ["Interventions", "ABLATE_MODES", "stage_names", "head_mask_off", "experts_off_mask", "parse_sites"]
+__all__ = ["Interventions", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off", "experts_off_mask",
+           "parse_sites"]

@@ -32,7 +32,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.interventions import Interventions, stage_names
+from core.interventions import Interventions, residual_stages, stage_names
 from core.model import expert_terms
 from core.runners import Runner
 from core.trace import Trace
@@ -110,13 +110,6 @@ def patched_metrics(runner: Runner, pair: PatchPair, interventions: Intervention
 
 # ---------------------------------------------------------------- the clean run's values at every site
 
-def resid_values(trace: Trace) -> np.ndarray:  # -> [S, T, D], in stage_names order
-    stages = [trace.embed]
-    for layer in trace.layers:
-        stages += [layer.resid_mid, layer.resid_post]
-    return np.stack(stages)
-
-
 def head_values(trace: Trace) -> np.ndarray:  # -> [L, H, T, Dh]
     return np.stack([layer.head_out for layer in trace.layers])
 
@@ -139,7 +132,7 @@ def _mask_shape(pair: PatchPair, patch: str) -> tuple[int, ...]:
 
 # sweep kind: (the Interventions patch it writes, the clean run's values there, how many axes index a cell)
 SWEEPS: dict[str, tuple[str, Callable[[Trace], np.ndarray], int]] = {
-    "resid": ("resid_patch", resid_values, 2),       # [stage, position]
+    "resid": ("resid_patch", lambda trace: np.stack(residual_stages(trace)), 2),   # [stage, position]
     "heads": ("head_patch", head_values, 2),         # [layer, head], every position at once
     "heads_pos": ("head_patch", head_values, 3),     # [layer, head, position]
     "experts": ("expert_patch", expert_values, 2),   # [layer, expert], every position at once
@@ -195,22 +188,6 @@ def sweep(runner: Runner, pair: PatchPair, kind: str, progress: Progress | None 
     return out
 
 
-def patch_resid_sweep(runner: Runner, pair: PatchPair, progress: Progress | None = None) -> np.ndarray:  # -> [S, T]
-    return sweep(runner, pair, "resid", progress)
-
-
-def patch_heads_sweep(runner: Runner, pair: PatchPair, progress: Progress | None = None) -> np.ndarray:  # -> [L, H]
-    return sweep(runner, pair, "heads", progress)
-
-
-def patch_heads_pos_sweep(runner: Runner, pair: PatchPair, progress: Progress | None = None) -> np.ndarray:  # -> [L, H, T]
-    return sweep(runner, pair, "heads_pos", progress)
-
-
-def patch_experts_sweep(runner: Runner, pair: PatchPair, progress: Progress | None = None) -> np.ndarray:  # -> [L, E]
-    return sweep(runner, pair, "experts", progress)
-
-
 @dataclass(frozen=True)
 class PatchResult:
     pair: PatchPair
@@ -220,7 +197,7 @@ class PatchResult:
     experts: np.ndarray    # [L, E]
 
     @property
-    def stages(self) -> list[str]:
+    def stages(self) -> tuple[str, ...]:
         return stage_names(self.pair.clean.num_layers)
 
 

@@ -103,26 +103,26 @@ def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, 
                         interventions=interventions, checkpoint=checkpoint)
 
 
+def text_of_ids(tokenizer: BPETokenizer, ids: Sequence[int]) -> str:
+    """The text that ids stand for: decoded without the template's own tokens around them (a BOS such as
+    "<s>" or "<|begin_of_text|>"), which stand for no text; encoding the text adds them back."""
+    ids = [int(i) for i in ids]
+    prefix, suffix = list(tokenizer.pipeline.prefix_ids), list(tokenizer.pipeline.suffix_ids)
+    if prefix and ids[: len(prefix)] == prefix:
+        ids = ids[len(prefix):]
+    if suffix and len(ids) >= len(suffix) and ids[len(ids) - len(suffix):] == suffix:
+        ids = ids[: len(ids) - len(suffix)]
+    return tokenizer.decode(ids)
+
+
 def prepare_ids(tokenizer: BPETokenizer, ids: Sequence[int], text: str | None = None) -> Prepared | None:
-    """The traced tokenization of `text` (default: decode(ids)) if it gives exactly these ids, else None.
+    """The traced tokenization of `text` (default: text_of_ids) if it gives exactly these ids, else None.
 
     Ids chosen one by one (Append, Generate) need not be how the text tokenizes; then there is no
     merge replay, and the trace is labelled from the vocabulary instead.
     """
-    tokenization = tokenizer.encode_traced(tokenizer.decode(list(ids)) if text is None else text)
+    tokenization = tokenizer.encode_traced(text_of_ids(tokenizer, ids) if text is None else text)
     return Prepared(tokenization, 0) if tokenization.ids == [int(i) for i in ids] else None
-
-
-def run_ids(runner: Runner, ids, *, text: str | None = None, head_mask=None, expert_override=None,
-            checkpoint: Checkpoint = no_checkpoint) -> Trace:
-    """Run token ids (e.g. after appending a generated token) and label them; `text` is decode(ids) if known."""
-    tokenizer = runner.bundle.tokenizer
-    prepared = prepare_ids(tokenizer, ids, text)
-    if prepared is not None:
-        return run_prepared(runner, prepared, head_mask=head_mask, expert_override=expert_override,
-                            checkpoint=checkpoint)
-    return run_labelled_by_id(runner, ids, head_mask=head_mask, expert_override=expert_override,
-                              checkpoint=checkpoint)
 
 
 def run_labelled_by_id(runner: Runner, ids, *, head_mask=None, expert_override=None, interventions=None,
@@ -133,4 +133,4 @@ def run_labelled_by_id(runner: Runner, ids, *, head_mask=None, expert_override=N
     trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override, interventions=interventions)
     checkpoint()
     labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(int(i))) for i in ids)
-    return _with_vocab_labels(trace.with_text(labels, tokenizer.decode(list(ids))), tokenizer)
+    return _with_vocab_labels(trace.with_text(labels, text_of_ids(tokenizer, ids)), tokenizer)

@@ -12,6 +12,7 @@ from PySide6.QtCore import QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from core.bundle import Bundle, BundleError, load_bundle
+from core.hf_import import is_hf_folder
 from gui.controller import BACKENDS, Controller
 from gui.fonts import register_fonts
 from gui.main_window import APPLICATION, ORGANISATION, MainWindow, default_settings
@@ -56,6 +57,13 @@ def open_main_window(controller: Controller, settings, text: str) -> MainWindow:
     window.show()
     window.sentence_bar.setText(text)   # what the controller already runs: no second run
     return window
+
+
+def split_model_argument(model: str | None) -> tuple[str | None, str | None]:
+    """(bundle to open, Hugging Face folder to offer to import): a --model folder is one or the other."""
+    if model and is_hf_folder(model):
+        return None, model
+    return model, None
 
 
 def quit_everything(app: QApplication) -> None:
@@ -107,6 +115,7 @@ def _drain(reader: socket.socket) -> None:
 
 def run_app(model: str | None = None, text: str | None = None) -> int:
     app = application()
+    model, to_import = split_model_argument(model)
     with quit_on_ctrl_c(app) as interrupted:
         settings = default_settings()
         try:
@@ -122,6 +131,8 @@ def run_app(model: str | None = None, text: str | None = None) -> int:
         window = open_main_window(controller, settings,
                                   text if text is not None else str(settings.value("sentence/last", FIRST_SENTENCE)))
         window.sentence_bar.setFocus()
+        if to_import:   # asked once the window is up; the last model (or the shipped one) is open meanwhile
+            QTimer.singleShot(0, lambda: window.imports.offer_import(to_import))
         QTimer.singleShot(0, lambda: interrupted.is_set() and quit_everything(app))   # Ctrl+C just before exec()
         status = app.exec()
         return INTERRUPTED if interrupted.is_set() else status

@@ -35,7 +35,7 @@ from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
-                          run_prepared)
+                          run_prepared, text_of_ids)
 from core.trace import Trace
 from gui.selection import Selection
 
@@ -409,7 +409,7 @@ class Controller(QObject):
 
     def _state_of_ids(self, ids: list[int]) -> SentenceState:
         # Decoding at most a context of ids is cheap; it gives the text the bar shows and the run reuses.
-        return SentenceState(self.bundle.tokenizer.decode(ids), tuple(ids))
+        return SentenceState(text_of_ids(self.bundle.tokenizer, ids), tuple(ids))
 
     def append_tokens(self, ids: list) -> None:
         if ids:
@@ -447,7 +447,7 @@ class Controller(QObject):
         generation, runners, backend = self.generation, self._runners, self._backend
 
         def done(new_ids: list[int]) -> None:
-            self._replace_state(SentenceState(runners.bundle.tokenizer.decode(new_ids), tuple(new_ids)),
+            self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)),
                                 push_undo=True)
 
         self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings), done,

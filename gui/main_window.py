@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, 
 from core.bundle import Bundle
 from gui import export
 from gui.controller import Controller
+from gui.import_actions import ImportActions
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
 from gui.session_actions import SessionActions
@@ -58,6 +59,7 @@ class MainWindow(QMainWindow):
         self.last_error = ""
         self._message_box: QMessageBox | None = None
         self._about: QDialog | None = None
+        self.imports = ImportActions(self)
 
         self.setObjectName("glassbox_main_window")
         self.setDockOptions(QMainWindow.DockOption.AnimatedDocks | QMainWindow.DockOption.AllowTabbedDocks
@@ -153,6 +155,7 @@ class MainWindow(QMainWindow):
         file_menu = menus.addMenu("&File")
         self.session_actions = SessionActions(self, file_menu, STATE_VERSION)   # Open / Recent / Save session
         self._action(file_menu, "&Open bundle…", self.choose_bundle, QKeySequence("Ctrl+Shift+O"))
+        self._action(file_menu, "&Import model folder…", self.imports.choose_and_import)
         file_menu.addSeparator()
         self._action(file_menu, "&Export figure…", self.choose_figure_export, QKeySequence("Ctrl+E"))
         self._action(file_menu, "Export &all…", self.choose_export_all, QKeySequence("Ctrl+Shift+E"))
@@ -267,6 +270,7 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802
         self.save_settings()
+        self.imports.shutdown()
         self.controller.shutdown()
         super().closeEvent(event)
 

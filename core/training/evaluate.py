@@ -70,9 +70,11 @@ def induction_probes(tokenizer, vocab_size: int, period: int, n_repeats: int = P
                      seed: int = PROBE_SEED) -> list[np.ndarray]:  # -> n_repeats x [2P]
     """The fixed probe of a bundle: n_repeats repeated random sequences of real (non-special) tokens,
     drawn in order from default_rng(seed); eval's induction and copying numbers and the head-role
-    readout both score these same sequences."""
+    readout both score these same sequences. Real means the tokenizer has the id: an embedding can
+    have padding rows past the tokenizer's vocabulary (Qwen2's 151,936 rows for 151,665 tokens)."""
     rng = np.random.default_rng(seed)
-    real = [i for i in range(vocab_size) if i not in tokenizer.special_tokens.values()]
+    special = set(tokenizer.special_tokens.values())
+    real = [i for i in range(min(vocab_size, tokenizer.vocab_size)) if i not in special]
     return [repeated_sequence(real, period, rng) for _ in range(n_repeats)]
 
 

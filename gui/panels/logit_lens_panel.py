@@ -151,8 +151,8 @@ class LogitLensPanel(Panel):
         self._draw_position()
 
     def _draw_heatmap(self) -> None:
-        top_ids = self.lens.probs.argmax(axis=-1)                 # [S, T]
-        top_probs = self.lens.probs.max(axis=-1)                  # [S, T]
+        top_ids = self.lens.top_ids[..., 0]                       # [S, T]
+        top_probs = self.lens.top_probs[..., 0]                   # [S, T]
         self.heatmap.set_rgba(plotting.masked_rgba(top_probs, (0.0, 1.0), plotting.colormap()))
         self.heatmap.set_row_labels([stage_label(name) for name in self.lens.stage_names], columns=None)
         self.heatmap.set_col_labels(self.trace.labels())
@@ -191,10 +191,9 @@ class LogitLensPanel(Panel):
     # ---------------------------------------------------------------- user input
     def cell_text(self, stage: int, position: int) -> str:
         """What a cell stands for, in words (its label may be elided or, in small cells, not drawn)."""
-        p = self.lens.probs[stage, position]
-        top = int(p.argmax())
+        top, p = int(self.lens.top_ids[stage, position, 0]), float(self.lens.top_probs[stage, position, 0])
         return (f"{stage_label(self.lens.stage_names[stage])}, after “{self.trace.label(position)}” "
-                f"(position {position}): top token “{self.trace.vocab_label(top)}” {format_probability(float(p[top]))}")
+                f"(position {position}): top token “{self.trace.vocab_label(top)}” {format_probability(p)}")
 
     def _on_table_clicked(self, stage: int, column: int) -> None:
         """A top-5 token becomes the target (the spin box redraws)."""
@@ -219,12 +218,11 @@ class LogitLensPanel(Panel):
     def heatmap_csv(self) -> str:
         """stage, position, the piece read there, that stage's top token and its probability."""
         rows: list[tuple] = [("stage", "position", "piece", "top_id", "top_piece", "probability")]
-        top_ids = self.lens.probs.argmax(axis=-1)
         for s, name in enumerate(self.lens.stage_names):
             for t in range(self.trace.n_tokens):
-                i = int(top_ids[s, t])
+                i = int(self.lens.top_ids[s, t, 0])
                 rows.append((name, t, self.trace.label(t), i, self.trace.vocab_label(i),
-                             repr(float(self.lens.probs[s, t, i]))))
+                             repr(float(self.lens.top_probs[s, t, 0]))))
         return csv_text(rows)
 
     def position_csv(self) -> str:

@@ -226,3 +226,32 @@ def test_every_command_that_takes_a_model_takes_import_to_cache(argv):
     import main
 
     assert main.build_parser().parse_args(argv).import_to_cache is True
+
+
+def test_an_import_stopped_from_its_share_callback_leaves_nothing(tmp_path, small_tokenizer):
+    source = tmp_path / "hf"
+    make_hf_folder(source, small_tokenizer, "mixtral")
+    shares = []
+
+    def stop_halfway(fraction: float) -> None:
+        shares.append(fraction)
+        if fraction >= 0.5:
+            raise KeyboardInterrupt   # what a GUI cancel raises is the caller's; anything stops it
+
+    with pytest.raises(KeyboardInterrupt):
+        hf_import.import_staged(source, tmp_path / "out" / "bundle", share=stop_halfway)
+    assert list((tmp_path / "out").iterdir()) == []   # no staging folder, no half-written bundle
+    assert shares == sorted(shares) and shares[0] == 0.0 and len(shares) > 10   # one per tensor converted
+    done = []
+    cached_import(source, tmp_path / "cache", share=done.append)
+    assert done == sorted(done) and done[-1] <= 1.0 and max(done) > hf_import.HASH_SHARE
+
+
+def test_import_staged_refuses_a_folder_that_is_not_empty(tmp_path, small_tokenizer):
+    source = tmp_path / "hf"
+    make_hf_folder(source, small_tokenizer, "qwen2-tied")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(HFImportError, match="already exists and is not empty"):
+        hf_import.import_staged(source, tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from core.bundle import load_bundle
-from core.interventions import Interventions
+from core.interventions import Interventions, residual_stages
 from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, logit_difference, patch_arrays,
-                           patch_csv_rows, patched_metric, prepare_pair, resid_values, run_all_sweeps, sweep)
+                           patch_csv_rows, patched_metric, prepare_pair, run_all_sweeps, sweep)
 from core.runners import NumpyRunner, OnnxRunner
 
 CLEAN = np.array([12, 80, 5, 33, 140, 9, 61, 200, 18])
@@ -45,7 +45,7 @@ def results(pairs):
 def test_patching_nothing_gives_the_corrupt_metric(pairs, name):
     runner, pair = pairs[name]
     mask = np.zeros((5, len(CLEAN)), bool)
-    assert patched_metric(runner, pair, Interventions(resid_patch=resid_values(pair.clean), resid_patch_mask=mask)) == 0.0
+    assert patched_metric(runner, pair, Interventions(resid_patch=np.stack(residual_stages(pair.clean)), resid_patch_mask=mask)) == 0.0
     assert patched_metric(runner, pair, Interventions()) == 0.0
 
 
@@ -55,7 +55,7 @@ def test_patching_every_position_of_any_stage_restores_the_clean_metric_exactly(
     for stage in range(5):
         mask = np.zeros((5, len(CLEAN)), bool)
         mask[stage] = True
-        iv = Interventions(resid_patch=resid_values(pair.clean), resid_patch_mask=mask)
+        iv = Interventions(resid_patch=np.stack(residual_stages(pair.clean)), resid_patch_mask=mask)
         assert patched_metric(runner, pair, iv) == 1.0, stage
 
 
