@@ -8,7 +8,8 @@ from core import patching
 from core.experiment_runs import AblatedRunner
 from core.interventions import Interventions, head_mask_off
 from core.parity import field_difference, field_tolerance
-from core.patching import cell_interventions, patched_metric, prepare_pair, resid_values, head_values, sweep
+from core.interventions import residual_stages
+from core.patching import cell_interventions, head_values, patched_metric, prepare_pair, sweep
 from core.runners import NumpyRunner, OnnxRunner
 
 DENSE = dict(architecture="Qwen2ForCausalLM", num_local_experts=0, num_experts_per_tok=0, num_key_value_heads=2,
@@ -30,7 +31,7 @@ def test_each_run_of_a_batch_is_the_run_of_its_own_mask(make_bundle, shape, patc
     bundle = make_bundle(seed=3, **shape)
     onnx_runner = OnnxRunner(bundle)
     clean = NumpyRunner(bundle).run(CLEAN)
-    values = {"resid_patch": resid_values(clean), "head_patch": head_values(clean)}.get(patch)
+    values = {"resid_patch": np.stack(residual_stages(clean)), "head_patch": head_values(clean)}.get(patch)
     if values is None:
         values = patching.expert_values(clean)
     base = Interventions(**{patch: values, f"{patch}_mask": np.zeros(values.shape[:-1], bool)},
