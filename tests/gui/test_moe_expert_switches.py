@@ -30,6 +30,7 @@ def test_an_expert_switched_off_in_the_moe_panel_is_never_selected_and_shows_in_
     layer = 1
     qtbot.mouseClick(moe.layer_buttons.button(layer), Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: moe.selection.layer == layer, timeout=5000)
+    window.flush_redraws()   # the layer's switches are drawn, not just the selection stored
     lt = window.controller.trace.layers[layer]
     expert = int(np.bincount(lt.expert_ids.reshape(-1)).argmax())   # the busiest: switching it off changes routing
     assert "picks its top-k among the remaining experts, weights renormalised to sum to 1" in moe.load.rule.text()
