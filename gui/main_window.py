@@ -37,6 +37,7 @@ DEFAULT_LAYOUT: dict[str, tuple[Qt.DockWidgetArea, str | None]] = {
     "moe": (Area.RightDockWidgetArea, "next_token"),
 }
 STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
+BUSY_TEXT = "running…"
 BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
 
 
@@ -134,13 +135,15 @@ class MainWindow(QMainWindow):
         self.backend_label = QLabel()
         self.time_label = QLabel()
         self.parity_label = QLabel()
-        self.busy_label = QLabel("running…")
-        self.busy_label.hide()
+        # Busy label and Cancel keep their place (a fixed width, never hidden): showing and hiding them on
+        # every run re-laid out the status bar each keystroke.
+        self.busy_label = QLabel()
+        self.busy_label.setFixedWidth(self.busy_label.fontMetrics().horizontalAdvance(BUSY_TEXT) + 20)
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Cancel")
         self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
         self.cancel_button.clicked.connect(self.controller.cancel)
-        self.cancel_button.hide()
+        self.cancel_button.setEnabled(False)
         status.addPermanentWidget(self.cancel_button)
         self.interventions_label = QLabel()   # what is switched off or patched (core.interventions.describe)
         self.interventions_label.setObjectName("status_interventions")
@@ -342,8 +345,8 @@ class MainWindow(QMainWindow):
             self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
 
     def _show_busy(self, busy: bool) -> None:
-        self.busy_label.setVisible(busy)
-        self.cancel_button.setVisible(busy)
+        self.busy_label.setText(BUSY_TEXT if busy else "")
+        self.cancel_button.setEnabled(busy)
 
     def _show_text_note(self, text: str) -> None:
         self.text_note.setText(text)
