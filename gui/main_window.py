@@ -153,6 +153,10 @@ class MainWindow(QMainWindow):
         """Every panel, in registry order (the ones not built yet are built now)."""
         return [self.panel(name) for name in self._panel_classes]
 
+    def built_panels(self) -> list[Panel]:
+        """The panels built so far (every one on screen is): what to look at without building the rest."""
+        return list(self._built.values())
+
     def _build_status_bar(self) -> None:
         status = self.statusBar()
         self.tokens_label = QLabel()
@@ -308,14 +312,14 @@ class MainWindow(QMainWindow):
         return panel.isVisible() and not panel.visibleRegion().isEmpty()
 
     def _push_trace(self, trace) -> None:
-        for panel in list(self._built.values()):
+        for panel in self.built_panels():
             if self.on_screen(panel):
                 self._update_panel(panel, trace)
             else:
                 self._stale.add(panel.object_name)
 
     def _push_selection(self, selection) -> None:
-        for panel in list(self._built.values()):
+        for panel in self.built_panels():
             if self.on_screen(panel) and panel.object_name not in self._stale:
                 panel.post_selection(selection)
             else:
@@ -328,7 +332,7 @@ class MainWindow(QMainWindow):
 
     def flush_redraws(self) -> None:
         """Draw every posted trace and selection now (see Panel.flush): before reading what panels show."""
-        for panel in list(self._built.values()):
+        for panel in self.built_panels():
             if panel.has_posted():
                 self._guarded(panel, Panel.flush, panel)
 
@@ -444,7 +448,7 @@ class MainWindow(QMainWindow):
         if panel is not None and self.on_screen(panel):
             return panel
         first = next(iter(self._panel_classes), None)
-        return next((p for p in self._built.values() if self.on_screen(p)), self.panel(first) if first else None)
+        return next((p for p in self.built_panels() if self.on_screen(p)), self.panel(first) if first else None)
 
     def _last_folder(self) -> str:
         return str(self.settings.value("export/folder", str(Path.home())))
