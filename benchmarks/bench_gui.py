@@ -98,7 +98,7 @@ def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: f
 
 def posted(window) -> bool:
     """A panel still holds a posted trace or selection it will draw at the next frame (Panel.post_trace)."""
-    return any(panel.has_posted() for panel in window.panels)
+    return any(panel.has_posted() for panel in window.built_panels())
 
 
 def _window(settings_file: str, backend: str = "onnx"):
@@ -121,7 +121,7 @@ def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dic
     """Median time from a text change to every visible panel repainted, per length; and the last traces."""
     from core.bench import lengths, text_of_tokens
 
-    visible = {p.object_name for p in window.panels if window.on_screen(p)}
+    visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
     result, traces = {}, {}
     for key, n in lengths(controller.bundle).items():
         times = []
@@ -196,7 +196,7 @@ def startup_probe(settings_file: str) -> int:
     window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
     window.resize(*WINDOW_SIZE)
     log = PaintLog(app)
-    visible = {p.object_name for p in window.panels if window.on_screen(p)}
+    visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
     settle(app, log, start, lambda: controller.trace is not None and not controller.busy() and not posted(window),
            visible)
     print("painted", flush=True)

@@ -2,7 +2,9 @@
 
 The window only wires things: the Controller runs the model and owns Trace and Selection; the
 panels draw. A panel whose dock is hidden (closed, or a tab behind another) is not redrawn on every
-keystroke: it is marked stale and brought up to date when it becomes visible.
+keystroke: it is marked stale and brought up to date when it becomes visible. A panel is not even
+built until its dock is first shown or something asks for it (MainWindow.panel, .panels, exports):
+building all of them, hidden ones too, was about half of start-up.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ DEFAULT_LAYOUT: dict[str, tuple[Qt.DockWidgetArea, str | None]] = {
     "moe": (Area.RightDockWidgetArea, "next_token"),
 }
 STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
+BUSY_TEXT = "running…"
 BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
 
 
@@ -52,7 +55,10 @@ class MainWindow(QMainWindow):
 
         self.controller = controller
         self.settings = settings if settings is not None else default_settings()
-        self.panels: list[Panel] = [cls() for cls in (panel_classes if panel_classes is not None else registered())]
+        self._panel_classes = {cls.object_name: cls for cls in
+                               (panel_classes if panel_classes is not None else registered())}
+        self._built: dict[str, Panel] = {}   # object_name -> panel, in the order they were built
+        self._reference = None   # the controller's last NumPy reference trace, for a parity panel built later
         self.docks: dict[str, QDockWidget] = {}
         self._stale: set[str] = set()
         self._current_panel: str | None = None
@@ -113,20 +119,43 @@ class MainWindow(QMainWindow):
     def _build_docks(self) -> None:
         self.setCorner(Qt.Corner.TopLeftCorner, Area.TopDockWidgetArea)
         self.setCorner(Qt.Corner.TopRightCorner, Area.TopDockWidgetArea)
-        for panel in self.panels:
-            dock = QDockWidget(panel.title, self)
-            dock.setObjectName(panel.object_name)
-            dock.setWidget(panel)
+        for name, cls in self._panel_classes.items():
+            dock = QDockWidget(cls.title, self)
+            dock.setObjectName(name)   # saveState/restoreState know docks by it, built or not
+            dock.setWidget(QWidget())  # a light placeholder until the panel is built (_build_panel)
             dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                              | QDockWidget.DockWidgetFeature.DockWidgetFloatable
                              | QDockWidget.DockWidgetFeature.DockWidgetClosable)
-            dock.visibilityChanged.connect(lambda visible, name=panel.object_name: self._on_dock_shown(name, visible))
-            self.docks[panel.object_name] = dock
-            self.controller.connect_panel(panel)
-            panel.sigDrawFailed.connect(lambda p=panel: self.statusBar().showMessage(
-                f"the {p.title} panel could not draw this sentence", 8000))
-            # A click that selects something (a heatmap cell, a chip...) makes that panel Ctrl+E's default.
-            panel.sigSelect.connect(lambda _change, name=panel.object_name: setattr(self, "_current_panel", name))
+            dock.visibilityChanged.connect(lambda visible, name=name: self._on_dock_shown(name, visible))
+            self.docks[name] = dock
+
+    def _build_panel(self, name: str) -> Panel:
+        """Build the panel into its dock, wire it, and show it the current trace and selection at once."""
+        panel = self._panel_classes[name]()
+        self._built[name] = panel
+        dock = self.docks[name]
+        placeholder = dock.widget()
+        dock.setWidget(panel)
+        placeholder.deleteLater()
+        self.controller.connect_panel(panel)
+        panel.sigDrawFailed.connect(lambda p=panel: self.statusBar().showMessage(
+            f"the {p.title} panel could not draw this sentence", 8000))
+        # A click that selects something (a heatmap cell, a chip...) makes that panel Ctrl+E's default.
+        panel.sigSelect.connect(lambda _change, name=name: setattr(self, "_current_panel", name))
+        if hasattr(panel, "set_reference_trace"):
+            panel.set_reference_trace(self._reference)
+        self._update_panel(panel, self.controller.trace)
+        self._guarded(panel, Panel.flush, panel)
+        return panel
+
+    @property
+    def panels(self) -> list[Panel]:
+        """Every panel, in registry order (the ones not built yet are built now)."""
+        return [self.panel(name) for name in self._panel_classes]
+
+    def built_panels(self) -> list[Panel]:
+        """The panels built so far (every one on screen is): what to look at without building the rest."""
+        return list(self._built.values())
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
@@ -134,13 +163,15 @@ class MainWindow(QMainWindow):
         self.backend_label = QLabel()
         self.time_label = QLabel()
         self.parity_label = QLabel()
-        self.busy_label = QLabel("running…")
-        self.busy_label.hide()
+        # Busy label and Cancel keep their place (a fixed width, never hidden): showing and hiding them on
+        # every run re-laid out the status bar each keystroke.
+        self.busy_label = QLabel()
+        self.busy_label.setFixedWidth(self.busy_label.fontMetrics().horizontalAdvance(BUSY_TEXT) + 20)
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Cancel")
         self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
         self.cancel_button.clicked.connect(self.controller.cancel)
-        self.cancel_button.hide()
+        self.cancel_button.setEnabled(False)
         status.addPermanentWidget(self.cancel_button)
         self.interventions_label = QLabel()   # what is switched off or patched (core.interventions.describe)
         self.interventions_label.setObjectName("status_interventions")
@@ -164,8 +195,8 @@ class MainWindow(QMainWindow):
         self._action(file_menu, "&Quit", self.close, QKeySequence("Ctrl+Q"))
 
         self.view_menu = menus.addMenu("&View")
-        for panel in self.panels:
-            self.view_menu.addAction(self.docks[panel.object_name].toggleViewAction())
+        for dock in self.docks.values():
+            self.view_menu.addAction(dock.toggleViewAction())
         self.view_menu.addSeparator()
         self._action(self.view_menu, "&Reset layout", self.place_default_layout)
 
@@ -196,6 +227,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.sentence_bar.sigTextEdited.connect(c.set_text)
         self.sentence_bar.sigSubmitted.connect(c.flush)
+        c.sigReferenceTrace.connect(lambda reference: setattr(self, "_reference", reference))
         c.sigTraceChanged.connect(self._push_trace)
         c.sigSelectionChanged.connect(self._push_selection)
         c.sigNotice.connect(self._show_notice)
@@ -214,10 +246,9 @@ class MainWindow(QMainWindow):
         placed: dict[str, QDockWidget] = {}
         for dock in self.docks.values():   # start from nothing: re-tabifying docked widgets leaves stray tab bars
             self.removeDockWidget(dock)
-        for panel in self.panels:
-            dock = self.docks[panel.object_name]
+        for name, dock in self.docks.items():
             dock.setFloating(False)
-            area, partner = DEFAULT_LAYOUT.get(panel.object_name, (Area.RightDockWidgetArea, "next_token"))
+            area, partner = DEFAULT_LAYOUT.get(name, (Area.RightDockWidgetArea, "next_token"))
             anchor = placed.get(partner) if partner else None
             if anchor is None and partner:   # its partner is not registered: share a tab with its area's first dock
                 anchor = next((d for d in placed.values() if self.dockWidgetArea(d) == area), None)
@@ -226,7 +257,7 @@ class MainWindow(QMainWindow):
             else:
                 self.addDockWidget(area, dock)
             dock.show()
-            placed[panel.object_name] = dock
+            placed[name] = dock
         for name in ("tokens", "attention", "next_token"):
             if name in placed:
                 placed[name].raise_()
@@ -281,14 +312,14 @@ class MainWindow(QMainWindow):
         return panel.isVisible() and not panel.visibleRegion().isEmpty()
 
     def _push_trace(self, trace) -> None:
-        for panel in self.panels:
+        for panel in self.built_panels():
             if self.on_screen(panel):
                 self._update_panel(panel, trace)
             else:
                 self._stale.add(panel.object_name)
 
     def _push_selection(self, selection) -> None:
-        for panel in self.panels:
+        for panel in self.built_panels():
             if self.on_screen(panel) and panel.object_name not in self._stale:
                 panel.post_selection(selection)
             else:
@@ -301,7 +332,7 @@ class MainWindow(QMainWindow):
 
     def flush_redraws(self) -> None:
         """Draw every posted trace and selection now (see Panel.flush): before reading what panels show."""
-        for panel in self.panels:
+        for panel in self.built_panels():
             if panel.has_posted():
                 self._guarded(panel, Panel.flush, panel)
 
@@ -316,7 +347,9 @@ class MainWindow(QMainWindow):
     def _on_dock_shown(self, name: str, visible: bool) -> None:
         if visible:
             self._current_panel = name
-            if name in self._stale:
+            if name not in self._built:
+                self._build_panel(name)
+            elif name in self._stale:
                 panel = self.docks[name].widget()
                 self._update_panel(panel, self.controller.trace)
 
@@ -327,7 +360,11 @@ class MainWindow(QMainWindow):
         self.flush_redraws()
 
     def panel(self, object_name: str) -> Panel | None:
-        return next((p for p in self.panels if p.object_name == object_name), None)
+        """The registered panel of that name, built now if it was not yet; None if there is none."""
+        if object_name not in self._panel_classes:
+            return None
+        built = self._built.get(object_name)
+        return built if built is not None else self._build_panel(object_name)
 
     # ------------------------------------------------------------ status, notices, errors
     def _show_status(self, status: dict) -> None:
@@ -342,8 +379,8 @@ class MainWindow(QMainWindow):
             self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
 
     def _show_busy(self, busy: bool) -> None:
-        self.busy_label.setVisible(busy)
-        self.cancel_button.setVisible(busy)
+        self.busy_label.setText(BUSY_TEXT if busy else "")
+        self.cancel_button.setEnabled(busy)
 
     def _show_text_note(self, text: str) -> None:
         self.text_note.setText(text)
@@ -410,7 +447,8 @@ class MainWindow(QMainWindow):
         panel = self.panel(self._current_panel) if self._current_panel else None
         if panel is not None and self.on_screen(panel):
             return panel
-        return next((p for p in self.panels if self.on_screen(p)), self.panels[0] if self.panels else None)
+        first = next(iter(self._panel_classes), None)
+        return next((p for p in self.built_panels() if self.on_screen(p)), self.panel(first) if first else None)
 
     def _last_folder(self) -> str:
         return str(self.settings.value("export/folder", str(Path.home())))

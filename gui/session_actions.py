@@ -198,6 +198,7 @@ class SessionActions(QObject):
         window.controller.restore_session(reopened.runners, session.backend, reopened.state,
                                           reopened.interventions, reopened.result, selection)
         _apply_layout(window, session.dock_layout, self.state_version)   # docks it shows draw the new trace
+        window.flush_redraws()   # drawn now, not at the next frame: the merge step applies to the trace shown
         _apply_panels(window, session)
         self.remember(path)
         window.statusBar().showMessage(f"opened the session {path}", 8000)

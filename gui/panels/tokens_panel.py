@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QSize, Qt
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QSize, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QListWidget, QPushButton, QScrollArea, QSlider,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QLabel, QListView, QPushButton,
+                               QScrollArea, QSlider, QSplitter, QVBoxLayout, QWidget)
 
 from core.tokens_view import EMPTY_REPLAY_CSV, MAX_FIGURE_ROWS, MergeReplay, token_chips, tokens_csv
 from gui.chip_flow import Chip, ChipFlow
@@ -57,6 +57,28 @@ def scrolled(widget: QWidget) -> QScrollArea:
 REPLAY_LINES = 40       # lines of chips the tokens_merges figure aims at
 MIN_REPLAY_ROWS = 6
 BYTE_CHIP_WIDTH = 19    # logical pixels of a one-byte chip and its gap (an estimate: wrapping is exact)
+
+
+class StepListModel(QAbstractListModel):
+    """The replay's step entries for a list view: a new sentence swaps the list in one reset, and the
+    view asks only for the rows on screen (a QListWidget built an item for each of hundreds of steps)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._entries: list[str] = []
+
+    def set_entries(self, entries: list[str]) -> None:
+        self.beginResetModel()
+        self._entries = entries
+        self.endResetModel()
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 (Qt's name)
+        return 0 if parent.isValid() else len(self._entries)
+
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.DisplayRole and index.isValid():
+            return self._entries[index.row()]
+        return None
 
 
 class MergeSequence(QWidget):
@@ -216,10 +238,14 @@ class TokensPanel(Panel):
         view_layout.addWidget(self.step_label)
         view_layout.addWidget(self.pieces)
 
-        self.step_list = QListWidget()
+        self.step_model = StepListModel()
+        self.step_list = QListView()
+        self.step_list.setModel(self.step_model)
         self.step_list.setMinimumWidth(180)
         self.step_list.setUniformItemSizes(True)   # hundreds of steps: skip measuring every row
-        self.step_list.currentRowChanged.connect(lambda row: row >= 0 and self.slider.setValue(row))
+        self.step_list.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.step_list.selectionModel().currentRowChanged.connect(
+            lambda current, _previous: current.row() >= 0 and self.slider.setValue(current.row()))
 
         body = QSplitter(Qt.Orientation.Horizontal)
         body.addWidget(scrolled(self.merge_view))
@@ -260,10 +286,8 @@ class TokensPanel(Panel):
     def _fill_replay(self, replay: MergeReplay | None) -> None:
         self.replay = replay
         steps = replay.n_steps if replay is not None else 0
-        with qt_signals_blocked(self.step_list, self.slider):
-            self.step_list.clear()
-            if replay is not None:
-                self.step_list.addItems(replay.entries())
+        with qt_signals_blocked(self.slider):
+            self.step_model.set_entries(replay.entries() if replay is not None else [])
             self.slider.setRange(0, steps)
             if not self.pin_button.isChecked():
                 self.slider.setValue(steps)
@@ -282,9 +306,9 @@ class TokensPanel(Panel):
         self.pieces.set_chips([Chip((piece.text,), MERGED_FILL if piece.fresh else PIECE_FILL, piece.gap_before)
                                for piece in shown.pieces])
         self.step_label.setText(shown.caption)
-        with qt_signals_blocked(self.step_list):
-            self.step_list.setCurrentRow(step)
-            self.step_list.scrollToItem(self.step_list.currentItem(), QListWidget.ScrollHint.PositionAtCenter)
+        current = self.step_model.index(step)
+        self.step_list.setCurrentIndex(current)   # reports step back to the slider, which already shows it
+        self.step_list.scrollTo(current, QAbstractItemView.ScrollHint.PositionAtCenter)
 
     def _on_chip_hovered(self, index: int) -> None:
         tok = self.trace.tokenization if self.trace is not None else None
