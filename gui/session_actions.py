@@ -116,7 +116,6 @@ def _apply_panels(window, session: Session) -> None:
         (next_token.greedy if s.greedy else next_token.sampled).setChecked(True)
         next_token.seed.setValue(s.seed)
     step = session.selection.get("step")
-    window.flush_redraws()   # the panels draw the reopened trace now (store-then-draw), then the step is set on it
     if tokens is not None and step is not None and tokens.trace is window.controller.trace:
         tokens.slider.setValue(step)
 
