@@ -24,15 +24,19 @@ from core.trace import Trace
 TOP_K = 5
 BLOCK_BYTES = 32 * 2**20   # logits held at once while the lens is built: rows x V float32
 
-__all__ = ["TOP_K", "LensLogits", "LogitLens", "formation_of", "logit_lens", "stage_label", "stage_names"]
+__all__ = ["STAGES_NOTE", "TOP_K", "LensLogits", "LogitLens", "formation_of", "logit_lens", "stage_label", "stage_names"]
+
+
+STAGES_NOTE = "Stages: emb = the embedding; Ln.attn = after layer n's attention; Ln = after layer n."
 
 
 def stage_label(name: str) -> str:
-    """The readable form of a stage name: 'embedding', 'L0 after attention', 'L0 after layer'."""
+    """A stage's label in every view (lens, patching, attribution), short so a stage axis stays legible:
+    "embed" -> "emb", "layers.1.resid_mid" -> "L1.attn" (after its attention), "layers.1.resid_post" -> "L1"."""
     if name == "embed":
-        return "embedding"
+        return "emb"
     _, layer, field_name = name.split(".")
-    return f"L{layer} after {'attention' if field_name == 'resid_mid' else 'layer'}"
+    return f"L{layer}.attn" if field_name == "resid_mid" else f"L{layer}"
 
 
 class LensLogits:

@@ -21,7 +21,7 @@ from PySide6.QtGui import QColor, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from core.logit_lens import TOP_K, LogitLens, formation_of, logit_lens, stage_label
+from core.logit_lens import STAGES_NOTE, TOP_K, LogitLens, formation_of, logit_lens, stage_label
 from core.raw_export import csv_text
 from core.readouts import default_target
 from core.trace import Trace
@@ -80,7 +80,7 @@ class LogitLensPanel(Panel):
         self.heatmap_title = QLabel(
             "Logit lens: the final RMSNorm and LM head applied to the residual stream after every stage. "
             "Colour: probability of that stage's top token; label: the token. Click a column to select "
-            "that position.")
+            f"that position. {STAGES_NOTE}")
         self.heatmap_title.setWordWrap(True)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setMinimumHeight(300)
