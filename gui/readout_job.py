@@ -13,6 +13,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+import numpy as np
+
 # submit(fn, on_done, on_error, is_stale): the controller's compute_readout for one panel
 Submit = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[str], None], Callable[[], bool]], None]
 
@@ -20,8 +22,9 @@ Submit = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[str], Non
 def _same_arg(x: Any, y: Any) -> bool:
     """Traces (and readouts of them) by identity: a new run is a new Trace, even of the same sentence;
     plain values (a position, a token id, a field name) by value."""
-    if isinstance(x, (int, str)) and type(x) is type(y):
-        return x == y
+    plain = (int, np.integer, str)
+    if isinstance(x, plain) and isinstance(y, plain):
+        return bool(x == y)
     return x is y
 
 

@@ -68,3 +68,17 @@ def test_the_target_says_computing_and_a_newer_target_supersedes(show, analysed)
     assert COMPUTING not in panel.formation.text()
     panel.target_box.setValue(-1)                  # back to the top token: known, nothing new to compute
     assert len(worker.jobs) == 3 and target_cells(panel)[0][0] != COMPUTING
+
+
+def test_a_job_knows_a_request_by_its_traces_identity_and_its_numbers_values():
+    from gui.readout_job import ReadoutJob
+
+    worker, lens = FakeWorker(), object()
+    job = ReadoutJob(lambda: None)
+    job.use_worker(worker.submit)
+    position, target = int("700"), int("150000")          # made at run time: equal, not the same objects
+    assert job.result_for(lambda *args: args, lens, position, target) is None
+    assert job.result_for(lambda *args: args, lens, int("700"), np.int64(150000)) is None
+    assert len(worker.jobs) == 1                           # the same request: still pending, not asked again
+    job.result_for(lambda *args: args, object(), position, target)   # another lens: a new request
+    assert len(worker.jobs) == 2
