@@ -24,15 +24,19 @@ from core.trace import Trace
 TOP_K = 5
 BLOCK_BYTES = 32 * 2**20   # logits held at once while the lens is built: rows x V float32
 
-__all__ = ["TOP_K", "LensLogits", "LogitLens", "logit_lens", "stage_label", "stage_names"]
+__all__ = ["STAGES_NOTE", "TOP_K", "LensLogits", "LogitLens", "formation_of", "logit_lens", "stage_label", "stage_names"]
+
+
+STAGES_NOTE = "Stages: emb = the embedding; Ln.attn = after layer n's attention; Ln = after layer n."
 
 
 def stage_label(name: str) -> str:
-    """The readable form of a stage name: 'embedding', 'L0 after attention', 'L0 after layer'."""
+    """A stage's label in every view (lens, patching, attribution), short so a stage axis stays legible:
+    "embed" -> "emb", "layers.1.resid_mid" -> "L1.attn" (after its attention), "layers.1.resid_post" -> "L1"."""
     if name == "embed":
-        return "embedding"
+        return "emb"
     _, layer, field_name = name.split(".")
-    return f"L{layer} after {'attention' if field_name == 'resid_mid' else 'layer'}"
+    return f"L{layer}.attn" if field_name == "resid_mid" else f"L{layer}"
 
 
 class LensLogits:
@@ -113,9 +117,14 @@ class LogitLens:
             self._column[position] = self.logits.column(position)
         return self._column[position]
 
+    def needs_column(self, position: int, target: int) -> bool:
+        """Whether target_ranks must compute the position's [S, V] column (slow on a large vocabulary:
+        a caller on a UI thread asks for it elsewhere); the model's own top token is kept."""
+        return target != self.top_ids[-1, position, 0]
+
     def target_ranks(self, position: int, target: int) -> tuple[np.ndarray, np.ndarray]:  # -> rank [S], prob [S]
         """Rank (1 = most likely) and probability of one token at every stage, at a position."""
-        if target == self.top_ids[-1, position, 0]:
+        if not self.needs_column(position, target):
             return self.prediction_ranks[:, position], self.prediction_probs[:, position]
         logits = self.column(position)
         chosen = logits[:, target]
@@ -123,13 +132,7 @@ class LogitLens:
 
     def formation_stage(self, position: int, target: int) -> int | None:
         """The first stage from which `target` stays the top token to the end; None if it is not top at the end."""
-        ranks, _ = self.target_ranks(position, target)
-        if ranks[-1] != 1:
-            return None
-        stage = len(ranks) - 1
-        while stage > 0 and ranks[stage - 1] == 1:
-            stage -= 1
-        return stage
+        return formation_of(self.target_ranks(position, target)[0])
 
     @property
     def probs(self) -> np.ndarray:  # -> [S, T, V] float32
@@ -138,6 +141,16 @@ class LogitLens:
         for s, start, stop in self.logits.blocks():
             out[s, start:stop] = np.exp(self.logits.rows(s, start, stop) - self.log_norm[s, start:stop, None])
         return out
+
+
+def formation_of(ranks: np.ndarray) -> int | None:  # ranks [S] of one token at one position
+    """The first stage from which the token stays ranked 1 to the end; None if it is not top at the end."""
+    if ranks[-1] != 1:
+        return None
+    stage = len(ranks) - 1
+    while stage > 0 and ranks[stage - 1] == 1:
+        stage -= 1
+    return stage
 
 
 def logit_lens(trace: Trace, k: int = TOP_K) -> LogitLens:

@@ -64,6 +64,35 @@ def difference_array(numpy_trace: Trace, onnx_trace: Trace, field: str) -> np.nd
     return np.where(np.isnan(diff), np.inf, diff)
 
 
+@dataclass(frozen=True, eq=False)
+class DifferenceMap:
+    """One field's |onnx - numpy| as a picture: rows are tokens; one head's slice of an [H, T, ·] field."""
+    field: str
+    head: int | None            # the head shown, for [H, T, ·] fields
+    matrix: np.ndarray          # [T, X] float64
+    logs: np.ndarray            # [T, X] log10 of matrix, 0 drawn at log10(floor), inf at 0 (1.0)
+    levels: tuple[float, float]  # whole decades around logs
+    worst: tuple[int, int]      # (row, column) of the largest difference
+
+    @property
+    def worst_diff(self) -> float:
+        return float(self.matrix[self.worst])
+
+
+def difference_map(numpy_trace: Trace, onnx_trace: Trace, field: str, head: int | None,
+                   floor: float = 1e-12) -> DifferenceMap:
+    """The field's differences ready to colour: a few passes over T x V cells for the logits, so a viewer
+    computes it off its UI thread."""
+    diff = difference_array(numpy_trace, onnx_trace, field)
+    shown = diff[head] if head is not None else diff
+    matrix = shown.reshape(shown.shape[0], -1)
+    logs = np.log10(np.maximum(np.nan_to_num(matrix, posinf=1.0), floor))
+    low = float(np.floor(logs.min()))
+    worst = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
+    return DifferenceMap(field, head, matrix, logs, (low, float(max(np.ceil(logs.max()), low + 1))),
+                         (int(worst[0]), int(worst[1])))
+
+
 @dataclass(frozen=True)
 class ParityRow:
     field: str                    # output name, e.g. "layers.1.attn"

@@ -13,19 +13,30 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Callable
 
+import numpy as np
+
 # submit(fn, on_done, on_error, is_stale): the controller's compute_readout for one panel
 Submit = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[str], None], Callable[[], bool]], None]
 
 
+def _same_arg(x: Any, y: Any) -> bool:
+    """Traces (and readouts of them) by identity: a new run is a new Trace, even of the same sentence;
+    plain values (a position, a token id, a field name) by value."""
+    plain = (int, np.integer, str)
+    if isinstance(x, plain) and isinstance(y, plain):
+        return bool(x == y)
+    return x is y
+
+
 def _same(a: tuple, b: tuple | None) -> bool:
-    """Traces are compared by identity: a new run is a new Trace, even of the same sentence."""
-    return b is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b))
+    return b is not None and len(a) == len(b) and all(_same_arg(x, y) for x, y in zip(a, b))
 
 
 class ReadoutJob:
     def __init__(self, on_ready: Callable[[], None]) -> None:
         self._on_ready = on_ready
         self._submit: Submit | None = None
+        self._lender: ReadoutJob | None = None   # a sibling uses the worker lent to this job
         self._latest = 0                    # the newest request's number; older answers are stale
         self._pending: tuple | None = None  # the args being computed on the worker
         self._done: tuple | None = None     # the args of `_result` / `_error`
@@ -35,11 +46,20 @@ class ReadoutJob:
     def use_worker(self, submit: Submit) -> None:
         self._submit = submit
 
+    def sibling(self) -> ReadoutJob:
+        """A second readout of the same panel (its own newest-wins) on the worker lent to this job."""
+        job = ReadoutJob(self._on_ready)
+        job._lender = self
+        return job
+
+    def _worker(self) -> Submit | None:
+        return self._lender._worker() if self._lender is not None else self._submit
+
     def result_for(self, fn: Callable[..., Any], *args) -> Any:
         """fn(*args) if it is known; else start computing it (unless already under way) and return None."""
         if _same(args, self._done):
             return self._result     # None if it failed: waiting_text says why
-        if self._submit is None:
+        if self._worker() is None:
             self._keep(args, fn(*args), "")
             return self._result
         if not _same(args, self._pending):
@@ -66,7 +86,7 @@ class ReadoutJob:
         self._latest += 1
         number, self._pending = self._latest, args
         self._done, self._result, self._error = None, None, ""
-        self._submit(partial(fn, *args), partial(self._answer, number, args, ""),
+        self._worker()(partial(fn, *args), partial(self._answer, number, args, ""),
                      lambda message: self._answer(number, args, message, None),
                      lambda: number != self._latest)
 

@@ -15,6 +15,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from core.attribution import HELD_FIXED, Attribution, direct_logit_attribution
+from core.logit_lens import stage_label
 from core.raw_export import csv_text
 from core.readouts import default_target
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
@@ -43,10 +44,12 @@ def part_kind(name: str) -> tuple[str, int | None, int | None]:
 
 
 def bar_label(name: str, value: float) -> str:
-    """'L1.H2  +0.50'; an expert the router did not choose here contributes nothing and says so."""
-    if part_kind(name)[0] == "expert" and value == 0.0:
+    """'L1.H2  +0.50', the embedding as the stage label says it ('emb'); an expert the router did not choose
+    here contributes nothing and says so."""
+    kind = part_kind(name)[0]
+    if kind == "expert" and value == 0.0:
         return f"{name}  not routed"
-    return f"{name}  {value:+.2f}"
+    return f"{stage_label(name) if kind == 'embed' else name}  {value:+.2f}"
 
 
 class AttributionPanel(Panel):

@@ -9,6 +9,8 @@ names the stage from which the target stays on top.
 
 The lens takes ~200 ms on a full context, so it is computed on the model worker (gui.readout_job):
 the panel says "Computing…" until the lens of the trace it holds arrives; a newer trace supersedes it.
+A target other than the model's own top token needs the position's [S, V] logits (0.3-1 s on a
+150k vocabulary): that column goes to the worker too, the target's cells say "computing…" meanwhile.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from PySide6.QtGui import QColor, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from core.logit_lens import TOP_K, LogitLens, logit_lens, stage_label
+from core.logit_lens import STAGES_NOTE, TOP_K, LogitLens, formation_of, logit_lens, stage_label
 from core.raw_export import csv_text
 from core.readouts import default_target
 from core.trace import Trace
@@ -32,6 +34,7 @@ from gui.qt_signals import qt_signals_blocked
 from gui.readout_job import ReadoutJob
 from gui.text_fit import elide
 
+COMPUTING = "computing…"
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
 CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
 MARK_COLOUR = QColor(214, 39, 40)
@@ -66,6 +69,7 @@ class LogitLensPanel(Panel):
         super().__init__(parent)
         self.lens: LogitLens | None = None
         self.readout = ReadoutJob(self.refresh)   # the controller lends it the model worker
+        self.target_job = self.readout.sibling()  # a target's ranks, when they need the [S, V] column
         self.position = 0
         self.target = 0
         self.set_content(self._build())
@@ -76,7 +80,7 @@ class LogitLensPanel(Panel):
         self.heatmap_title = QLabel(
             "Logit lens: the final RMSNorm and LM head applied to the residual stream after every stage. "
             "Colour: probability of that stage's top token; label: the token. Click a column to select "
-            "that position.")
+            f"that position. {STAGES_NOTE}")
         self.heatmap_title.setWordWrap(True)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setMinimumHeight(300)
@@ -161,7 +165,7 @@ class LogitLensPanel(Panel):
     def _draw_position(self) -> None:
         trace, lens, position, target = self.trace, self.lens, self.position, self.target
         ids, probs = lens.top_k(position)
-        ranks, target_probs = lens.target_ranks(position, target)
+        followed = self.target_readout()
         self.position_title.setText(
             f"After “{trace.label(position)}” (position {position}): the top {TOP_K} of every stage, and "
             f"the target “{trace.vocab_label(target)}” (id {target})")
@@ -169,18 +173,30 @@ class LogitLensPanel(Panel):
         for s, name in enumerate(lens.stage_names):
             cells = [stage_label(name)]
             cells += [f"{trace.vocab_label(int(i))}  {format_probability(float(p))}" for i, p in zip(ids[s], probs[s])]
-            cells += [str(int(ranks[s])), format_probability(float(target_probs[s]))]
+            cells += ([COMPUTING, COMPUTING] if followed is None else
+                      [str(int(followed[0][s])), format_probability(float(followed[1][s]))])
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if 1 <= column <= TOP_K and int(ids[s, column - 1]) == target:
                     item.setBackground(QColor("#fff1b8"))   # the target among the top 5
                 self.table.setItem(s, column, item)
         show_every_row(self.table)
-        self.formation.setText(self._formation_text())
+        self.formation.setText(self._formation_text(followed))
 
-    def _formation_text(self) -> str:
-        stage = self.lens.formation_stage(self.position, self.target)
+    def target_readout(self, now: bool = False) -> tuple[np.ndarray, np.ndarray] | None:  # -> rank [S], prob [S]
+        """The target's rank and probability at every stage; None while its column is computed on the worker
+        (`now`: on this thread, for an export)."""
+        lens, position, target = self.lens, self.position, self.target
+        if not lens.needs_column(position, target):
+            return lens.target_ranks(position, target)
+        ask = self.target_job.result_now if now else self.target_job.result_for
+        return ask(LogitLens.target_ranks, lens, position, target)
+
+    def _formation_text(self, followed: tuple[np.ndarray, np.ndarray] | None) -> str:
         token = f"“{self.trace.vocab_label(self.target)}”"
+        if followed is None:
+            return f"Ranking {token} at every stage: {COMPUTING}"
+        stage = formation_of(followed[0])
         if stage is None:
             return f"{token} is not the model's top token here, so it never forms as the prediction."
         if stage == 0:
@@ -208,6 +224,9 @@ class LogitLensPanel(Panel):
     def figures(self) -> list[Figure]:
         if self.trace is not None and self.lens is None:   # an export right after a new sentence: no waiting
             self.readout.result_now(logit_lens, self.trace)
+            self.refresh()
+        if self.lens is not None and self.target_readout() is None:   # nor for the target's column
+            self.target_readout(now=True)
             self.refresh()
         if self.lens is None:
             return []
@@ -238,7 +257,7 @@ class LogitLensPanel(Panel):
     def target_csv(self) -> str:
         """The target token's rank and probability at every stage, at the selected position."""
         rows: list[tuple] = [("position", "stage", "token_id", "piece", "rank", "probability")]
-        ranks, probs = self.lens.target_ranks(self.position, self.target)
+        ranks, probs = self.target_readout(now=True)
         for s, name in enumerate(self.lens.stage_names):
             rows.append((self.position, name, self.target, self.trace.vocab_label(self.target), int(ranks[s]),
                          repr(float(probs[s]))))

@@ -9,6 +9,7 @@ cell shows that field's differences as a heatmap (one head of the selected ones 
 
 The report takes ~250 ms on a full context, so it is computed on the model worker (gui.readout_job):
 the panel says "Computing…" until the report of the pair it holds arrives; a newer pair supersedes it.
+The clicked field's heatmap (the logits are T x V cells) is made there too, a newer click superseding.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QAbstractScrollArea, QHeaderView, QLabel, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from core.parity_report import (ParityRow, axis_names, difference_array, first_routing_difference,
-                                parity_report, tolerance)
+from core.parity_report import (DifferenceMap, ParityRow, axis_names, difference_array, difference_map,
+                                first_routing_difference, parity_report, tolerance)
 from core.raw_export import csv_text
 from core.trace import LAYER_FIELDS, Trace
 from gui import plotting
@@ -37,6 +38,14 @@ RATIO_FLOOR = 1e-4          # ratios below this are all "far inside" (white)
 WITHIN, OUTSIDE = QColor("#f2b134"), QColor("#d62728")
 MARK_COLOUR = QColor(214, 39, 40)
 DIFF_FLOOR = 1e-12          # |Δ| = 0 is drawn at this level of the log scale
+
+
+def difference_picture(numpy_trace: Trace, onnx_trace: Trace, field: str,
+                       head: int | None) -> tuple[DifferenceMap, np.ndarray]:  # -> map, rgba [T, X, 4]
+    """The heatmap's numbers and colours, made on the model worker."""
+    picture = difference_map(numpy_trace, onnx_trace, field, head, DIFF_FLOOR)
+    causal = np.triu(np.ones(picture.matrix.shape, dtype=bool), k=1) if axis_names(field)[-1] == "key" else None
+    return picture, plotting.masked_rgba(picture.logs, picture.levels, plotting.colormap(), causal)
 
 
 def ratio_colour(ratio: float) -> QColor:
@@ -69,6 +78,7 @@ class ParityPanel(Panel):
         self.field: str | None = None                # the field whose differences the heatmap shows
         self._drawn_diff: tuple | None = None        # (report, field, head) the heatmap shows
         self.readout = ReadoutJob(self.refresh)       # the controller lends it the model worker
+        self.diff_job = self.readout.sibling()        # the clicked field's heatmap
         self.set_content(self._build())
         self.refresh()
 
@@ -211,32 +221,31 @@ class ParityPanel(Panel):
                      "(a near tie): later fields at that token differ for that reason, not from rounding.")
         return text
 
-    def _draw_diff(self) -> None:
+    def _draw_diff(self, now: bool = False) -> None:
+        """The selected field's heatmap, made on the worker (`now`: on this thread, for an export)."""
         axes = axis_names(self.field)
         head = self.selection.head if axes[0] == "head" else None
         drawn = (self._report_of, self.field, head)
         if self._drawn_diff is not None and self._drawn_diff[0] is drawn[0] and self._drawn_diff[1:] == drawn[1:]:
             return   # a selection change that does not touch this picture (the logits are 256 x V cells)
+        ask = self.diff_job.result_now if now else self.diff_job.result_for
+        made = ask(difference_picture, *self._report_of, self.field, head)
+        where = "" if head is None else f", head {head}"
+        if made is None:
+            self.diff_title.setText(self.diff_job.waiting_text(f"the differences of {self.field}{where}"))
+            return
         self._drawn_diff = drawn
-        diff = difference_array(*self._report_of, self.field)
-        shown, where = diff, ""
-        if axes[0] == "head":   # [H, T, ·]: the selected head's slice
-            shown, where = diff[self.selection.head], f", head {self.selection.head}"
-        matrix = shown.reshape(shown.shape[0], -1)            # [T, X]
-        logs = np.log10(np.maximum(np.nan_to_num(matrix, posinf=1.0), DIFF_FLOOR))
-        levels = (float(np.floor(logs.min())), float(max(np.ceil(logs.max()), np.floor(logs.min()) + 1)))
-        masked = np.triu(np.ones(matrix.shape, dtype=bool), k=1) if axes[-1] == "key" else None  # causal mask
-        self.diff_map.set_rgba(plotting.masked_rgba(logs, levels, plotting.colormap(), masked))
-        self.diff_bar.setLevels(levels)
+        picture, rgba = made
+        self.diff_map.set_rgba(rgba)
+        self.diff_bar.setLevels(picture.levels)
         self.diff_map.set_row_labels(self.trace.labels())
         self.diff_map.setLabel("bottom", f"{axes[-1]} →")
         self.diff_map.set_col_labels(self.trace.labels() if axes[-1] == "key" else
-                                     [str(i) for i in range(matrix.shape[1])])
-        worst = np.unravel_index(int(np.argmax(matrix)), matrix.shape)
-        self.worst_mark.setPath(cells_path([(int(worst[0]), int(worst[1]))]))
+                                     [str(i) for i in range(picture.matrix.shape[1])])
+        self.worst_mark.setPath(cells_path([picture.worst]))
         self.diff_title.setText(f"|ONNX − NumPy| of {self.field}{where}: rows are tokens, columns the "
                                 f"{axes[-1]}; the outlined cell is this picture's largest difference "
-                                f"({matrix[worst]:.2e}).")
+                                f"({picture.worst_diff:.2e}).")
 
     # ---------------------------------------------------------------- user input
     def _on_cell_clicked(self, row: int, column: int) -> None:
@@ -257,6 +266,8 @@ class ParityPanel(Panel):
         if pair is not None and not self.rows:   # an export right after a new sentence: no waiting
             self.readout.result_now(parity_report, *pair)
             self.refresh()
+        if self.rows:
+            self._draw_diff(now=True)   # the clicked field's heatmap, if still on the worker
         if not self.rows:
             return []
         return [Figure("parity_fields", self.fields_box, table=self.fields_csv),

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPro
 
 from core.experiment_commands import parse_token
 from core.interventions import stage_names
+from core.logit_lens import STAGES_NOTE, stage_label
 from core.patching import PairWording, PatchResult, cell_interventions, prepare_pair, run_all_sweeps
 from core.raw_export import csv_text, matrix_csv_text
 from gui import plotting
@@ -26,7 +27,6 @@ from gui.panels.base import Figure, Panel
 METRIC_LEVELS = (-1.0, 1.0)   # normalised metric: 0 = B, 1 = A; overshoots are clipped to the ends
 SWEEP_TITLES = {"resid": "Residual stream [stage × position]", "heads": "Heads [layer × head], all positions",
                 "heads_pos": "Head × position [layer.head × position]", "experts": "Experts [layer × expert]"}
-STAGES_NOTE = "Stages: emb = the embedding; Ln.attn = after layer n's attention; Ln = after layer n."
 MIN_VIEW_SIZE = (360, 260)   # a sweep's heatmap stays legible: below two of these side by side, one column
 
 
@@ -51,15 +51,6 @@ def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, 
 def scale_bar(levels: tuple[float, float], cmap: pg.ColorMap, label: str) -> pg.ColorBarItem:
     """A colour scale beside a heatmap, not tied to its image (the cells are coloured by masked_rgba)."""
     return pg.ColorBarItem(values=levels, colorMap=cmap, label=label, interactive=False, width=14)
-
-
-def stage_label(name: str) -> str:
-    """Short, so the stage axis stays legible: "embed" -> "emb", "layers.1.resid_mid" -> "L1.attn" (after its
-    attention), "layers.1.resid_post" -> "L1" (after the layer)."""
-    if name == "embed":
-        return "emb"
-    _, layer, stage = name.split(".")
-    return f"L{layer}.attn" if stage == "resid_mid" else f"L{layer}"
 
 
 class SweepViews(QScrollArea):

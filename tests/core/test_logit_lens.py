@@ -17,7 +17,7 @@ def test_stages_are_embedding_then_after_attention_and_after_each_layer():
     # one spelling everywhere: the trace's output names (the patching sweep's stages are the same)
     assert stage_names(2) == ("embed", "layers.0.resid_mid", "layers.0.resid_post", "layers.1.resid_mid",
                               "layers.1.resid_post")
-    assert [stage_label(s) for s in stage_names(1)] == ["embedding", "L0 after attention", "L0 after layer"]
+    assert [stage_label(s) for s in stage_names(1)] == ["emb", "L0.attn", "L0"]
 
 
 @pytest.mark.parametrize("runner_class", RUNNERS, ids=lambda r: r.name)

@@ -6,7 +6,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from core.parity_report import (FLOAT, difference_array, field_names, first_routing_difference,
+from core.parity_report import (FLOAT, difference_array, difference_map, field_names, first_routing_difference,
                                 parity_report, tolerance)
 from core.runners import NumpyRunner, OnnxRunner
 from core.trace import LAYER_FIELDS
@@ -88,3 +88,16 @@ def test_traces_of_different_ids_are_refused(bundle):
     runner = NumpyRunner(bundle)
     with pytest.raises(ValueError, match="different token ids"):
         parity_report(runner.run([1, 2]), runner.run([1, 3]))
+
+
+def test_a_difference_map_is_one_heads_slice_in_log10_with_its_worst_cell(pair):
+    a, b = pair
+    moved = with_layer_field(b, 1, "attn", lambda x: x.__setitem__((2, 5, 3), x[2, 5, 3] + 1e-3))
+    picture = difference_map(a, moved, "layers.1.attn", 2, floor=1e-12)
+    diff = difference_array(a, moved, "layers.1.attn")[2]
+    assert np.array_equal(picture.matrix, diff) and picture.worst == (5, 3)
+    assert picture.worst_diff == pytest.approx(1e-3, rel=0.05)
+    assert np.array_equal(picture.logs, np.log10(np.maximum(diff, 1e-12)))
+    assert picture.levels[0] <= picture.logs.min() and picture.levels[1] >= picture.logs.max()
+    logits = difference_map(a, b, "logits", None)
+    assert logits.matrix.shape == a.logits.shape and logits.head is None
