@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.fonts import ui_font
+from gui.head_lines import muted_text
 from gui.text_widths import TextWidths
 
 MARGIN = 6.0
@@ -128,10 +129,10 @@ class ChipFlow(QWidget):
         self._ensure_layout()
         painter = QPainter(self)
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-        painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base))
         if not self._chips:
             painter.setFont(self._small)
-            painter.setPen(QColor(110, 110, 110))
+            painter.setPen(muted_text(self.palette()))
             painter.drawText(self.rect().adjusted(int(MARGIN), int(MARGIN), 0, 0),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self._placeholder)
             return

@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPalette, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from core.attention_view import causal_mask
@@ -21,6 +21,13 @@ from gui.text_widths import TextWidths
 
 MARK_COLOUR = QColor(230, 30, 60)    # the hovered token: red stands out on every colour
 SELECTED_BAND = QColor(255, 226, 140)
+SELECTED_BAND_DARK = QColor(110, 85, 20)   # the same amber band on a dark background
+
+
+def muted_text(palette: QPalette) -> QColor:
+    """Secondary text (notes, axis names): the palette's text colour, faded towards its background."""
+    text, base = palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base)
+    return QColor(*(round(0.55 * t + 0.45 * b) for t, b in zip(text.getRgb()[:3], base.getRgb()[:3])))
 LINE_COLUMN_WIDTH = 4                # lines rasterised in 4-pixel columns (a quarter of the work; rows stay sharp)
 LINE_BUDGET = 2000                   # at most this many lines in the full picture (strongest)
 
@@ -254,7 +261,7 @@ class HeadLinesView(QWidget):
     # -------------------------------------------------------------- painting
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        painter.fillRect(self.rect(), self.palette().color(QPalette.ColorRole.Base))
         if not self._labels:
             return
         painter.setFont(self.font())
@@ -362,7 +369,7 @@ class HeadLinesView(QWidget):
         metrics = QFontMetricsF(self.font())
         line = metrics.height() * 1.2
         y = float(self.MARGIN)
-        painter.setPen(Qt.GlobalColor.black)
+        painter.setPen(self.palette().color(QPalette.ColorRole.Text))
         title_lines = self._title_lines()
         painter.drawText(QRectF(self.MARGIN, y, self.width() - 2 * self.MARGIN, line * title_lines),
                          int(Qt.TextFlag.TextWordWrap), self._title)
@@ -374,7 +381,7 @@ class HeadLinesView(QWidget):
                 painter.drawText(QPointF(x + 18, y + metrics.ascent()), name)
                 x += 26 + metrics.horizontalAdvance(name)
             y += line
-        painter.setPen(QColor(90, 90, 90))
+        painter.setPen(muted_text(self.palette()))
         left_out, below = self._left_out
         if left_out:
             note = f"{left_out} lines with weight < {below:.3f} not drawn · hover a token for all its lines"
@@ -390,10 +397,11 @@ class HeadLinesView(QWidget):
         if self._selected is None:
             return
         query, key = self._selected
+        band = SELECTED_BAND_DARK if self.palette().color(QPalette.ColorRole.Base).lightness() < 128 else SELECTED_BAND
         painter.fillRect(QRectF(self.MARGIN / 2, g.top + query * g.pitch, g.left_text - self.MARGIN / 2 + 3,
-                                g.pitch), SELECTED_BAND)
+                                g.pitch), band)
         painter.fillRect(QRectF(g.right_text - 3, g.top + key * g.pitch, self.width() - g.right_text,
-                                g.pitch), SELECTED_BAND)
+                                g.pitch), band)
 
     def _paint_labels(self, painter: QPainter, g: LinesGeometry, exposed: QRect) -> None:
         """Each row's label left (right-aligned) and right, in the rows exposed. Drawn at a point with
@@ -404,7 +412,7 @@ class HeadLinesView(QWidget):
         first = max(0, math.floor((exposed.top() - g.top) / g.pitch))
         last = min(len(self._labels), math.ceil((exposed.bottom() + 1 - g.top) / g.pitch))
         painter.setFont(self.font())
-        painter.setPen(Qt.GlobalColor.black)
+        painter.setPen(self.palette().color(QPalette.ColorRole.Text))
         for row in range(first, last):
             y = g.top + row * g.pitch + baseline
             label = self._labels[row]

@@ -17,13 +17,16 @@ import html
 import math
 import re
 import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 import numpy as np
 from PySide6.QtCore import QBuffer, QIODevice, QPoint, QPointF, QRect, Qt
-from PySide6.QtGui import QFont, QImage, QPainter, QPainterPath
+from PySide6.QtGui import QFont, QImage, QPainter, QPainterPath, QTransform
 from PySide6.QtSvg import QSvgGenerator
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QStyleOptionGraphicsItem, QWidget
 
+import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters; the module below is its submodule)
 
 from gui.png_encode import image_png_bytes
@@ -89,26 +92,169 @@ def install_svg_exporter_fix() -> None:
 # ---------------------------------------------------------------- any widget as SVG
 
 def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
-    """The widget as drawn on screen, as an SVG document in widget pixels that renders the same anywhere."""
-    width, height = max(1, widget.width()), max(1, widget.height())
+    """The widget as drawn on screen, as an SVG document in widget pixels that renders the same anywhere.
+
+    SVG Tiny (QSvgGenerator's default) has no clipping, and Qt 6.11's SVG 1.1 clip paths are sometimes
+    in the wrong coordinates (a QTextEdit's clip lands at the page origin). So every plot's viewport is
+    drawn on its own and wrapped in a clip path of its rectangle in page coordinates, written here: a
+    heatmap scrolled to its last rows then shows only those rows, as Qt does, instead of spilling all
+    its rows over the title above it."""
+    viewports = _plot_viewports(widget)
+    with _scatter_symbols_as_shapes(widget), _hidden(viewports):
+        document = _drawn_svg(widget, title, QPoint(), widget)
+    ppp = widget.logicalDpiY() / 72.0
+    document = portable_svg(document, pixels_per_point=ppp)
+    clipped = []
+    with _scatter_symbols_as_shapes(widget):
+        for viewport in viewports:
+            view = viewport.parentWidget()
+            where = QRect(viewport.mapTo(widget, QPoint()), viewport.size())
+            boxes = _clipping_boxes(view)
+            with _unpainted([box.childGroup for box in boxes]):
+                drawn = _drawn_svg(viewport, title, where.topLeft(), widget)
+            clipped.append((where, drawn))
+            for box in boxes:   # a plot's data, clipped to its box as pyqtgraph's ViewBox clips it
+                box_rect = view.mapFromScene(box.sceneBoundingRect()).boundingRect().translated(where.topLeft())
+                page_of_scene = view.viewportTransform() * QTransform.fromTranslate(where.x(), where.y())
+                clipped.append((box_rect.intersected(where), _drawn_items_svg(box.childGroup, page_of_scene, widget)))
+    clipped = [_clipped_group(f"glassbox-clip-{index}", rect, _svg_body(portable_svg(drawn, pixels_per_point=ppp)))
+               for index, (rect, drawn) in enumerate(clipped)]
+    return _with_version_1_1(document.replace(b"</svg>", b"".join(clipped) + b"</svg>", 1)) if clipped else document
+
+
+def _plot_viewports(widget: QWidget) -> list[QWidget]:
+    """The visible viewports of the plots (graphics views) inside the widget; a widget that is itself a plot
+    is clipped by the page already."""
+    views = [] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+    return [view.viewport() for view in views if view.isVisibleTo(widget) and view.viewport().isVisibleTo(widget)]
+
+
+@contextmanager
+def _hidden(widgets: list[QWidget]) -> Iterator[None]:
+    for each in widgets:
+        each.setVisible(False)
+    try:
+        yield
+    finally:
+        for each in widgets:
+            each.setVisible(True)
+
+
+@contextmanager
+def _scatter_symbols_as_shapes(widget: QWidget) -> Iterator[None]:
+    """pyqtgraph draws scatter symbols from a pixmap atlas unless it is exporting; as pixmaps, other renderers
+    draw them as grids of squares. In export mode each symbol is a path (a dot stays a circle)."""
+    views = [widget] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+    items = [item for view in views for item in view.scene().items() if isinstance(item, pg.ScatterPlotItem)]
+    for item in items:
+        item.setExportMode(True, {"antialias": True})
+    try:
+        yield
+    finally:
+        for item in items:
+            item.setExportMode(False)
+
+
+def _clipping_boxes(view: QGraphicsView) -> list:
+    """The view's visible plot boxes that clip their data to their rectangle (pyqtgraph's ViewBox does)."""
+    clips = QGraphicsItem.GraphicsItemFlag.ItemClipsChildrenToShape
+    return [item for item in view.scene().items()
+            if isinstance(item, pg.ViewBox) and item.isVisible() and item.flags() & clips]
+
+
+@contextmanager
+def _unpainted(items: list[QGraphicsItem]) -> Iterator[None]:
+    """The items (and their children) left out when the scene paints: fully transparent, not hidden, so that
+    what asks whether they are visible (a legend's sample) still says they are."""
+    opacities = [item.opacity() for item in items]
+    for item in items:
+        item.setOpacity(0.0)
+    try:
+        yield
+    finally:
+        for item, opacity in zip(items, opacities):
+            item.setOpacity(opacity)
+
+
+def _drawn_items_svg(root: QGraphicsItem, page_of_scene: QTransform, page: QWidget) -> bytes:
+    """QSvgGenerator's SVG Tiny of one item and its descendants, as the scene would paint them on the page."""
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    # SVG Tiny (the default), not 1.1: Qt 6.11's 1.1 clip paths are sometimes in the wrong coordinates
-    # (a QTextEdit's clip lands at the page origin), which hides content; Tiny has no clipping at all.
     generator = QSvgGenerator()
     generator.setOutputDevice(buffer)
-    generator.setSize(widget.size())
-    generator.setViewBox(QRect(0, 0, width, height))
-    generator.setTitle(title or widget.objectName() or "Glassbox figure")
+    generator.setSize(page.size())
+    generator.setViewBox(QRect(0, 0, max(1, page.width()), max(1, page.height())))
+    painter = QPainter(generator)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        _paint_item_tree(painter, root, page_of_scene, QStyleOptionGraphicsItem())
+    finally:
+        painter.end()
+    buffer.close()
+    return bytes(buffer.data())
+
+
+def _paint_item_tree(painter: QPainter, item: QGraphicsItem, page_of_scene: QTransform,
+                     option: QStyleOptionGraphicsItem) -> None:
+    """Paint item, then its children, in the scene's stacking order (children below their parent first)."""
+    if not item.isVisible():
+        return
+    children = sorted(item.childItems(), key=lambda child: child.zValue())   # stable: insertion order kept
+    below = [child for child in children if child.zValue() < 0
+             or child.flags() & QGraphicsItem.GraphicsItemFlag.ItemStacksBehindParent]
+    for child in below:
+        _paint_item_tree(painter, child, page_of_scene, option)
+    painter.save()
+    painter.setTransform(item.sceneTransform() * page_of_scene)
+    painter.setOpacity(item.effectiveOpacity())
+    option.rect = item.boundingRect().toRect()
+    option.exposedRect = item.boundingRect()
+    item.paint(painter, option, None)
+    painter.restore()
+    for child in children:
+        if child not in below:
+            _paint_item_tree(painter, child, page_of_scene, option)
+
+
+def _drawn_svg(widget: QWidget, title: str, offset: QPoint, page: QWidget) -> bytes:
+    """QSvgGenerator's SVG Tiny of `widget` drawn at `offset` on a page the size of `page`."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(page.size())
+    generator.setViewBox(QRect(0, 0, max(1, page.width()), max(1, page.height())))
+    generator.setTitle(title or page.objectName() or "Glassbox figure")
     generator.setDescription("Exported by Glassbox")
     painter = QPainter(generator)
     try:
+        painter.translate(offset)
         # QWidget's render, not a subclass's: QGraphicsView.render draws the scene with another signature.
         QWidget.render(widget, painter, QPoint())
     finally:
         painter.end()
     buffer.close()
-    return portable_svg(bytes(buffer.data()), pixels_per_point=widget.logicalDpiY() / 72.0)
+    return bytes(buffer.data())
+
+
+def _svg_body(document: bytes) -> bytes:
+    """What a QSvgGenerator document draws: everything after its (empty) <defs>, up to </svg>."""
+    start = document.find(b"</defs>")
+    start = start + len(b"</defs>") if start >= 0 else document.find(b">", document.find(b"<svg")) + 1
+    return document[start:document.rfind(b"</svg>")]
+
+
+def _clipped_group(clip_id: str, rect: QRect, body: bytes) -> bytes:
+    """body inside a group clipped to rect (page coordinates: the group has no transform)."""
+    box = b'x="%d" y="%d" width="%d" height="%d"' % (rect.x(), rect.y(), rect.width(), rect.height())
+    name = clip_id.encode()
+    return (b'<defs><clipPath id="' + name + b'" clipPathUnits="userSpaceOnUse"><rect ' + box + b'/></clipPath></defs>\n'
+            b'<g clip-path="url(#' + name + b')">' + body + b"</g>\n")
+
+
+def _with_version_1_1(document: bytes) -> bytes:
+    """Clip paths are SVG 1.1 (Tiny 1.2 has none): say so, so that no renderer ignores them."""
+    return document.replace(b'version="1.2" baseProfile="tiny"', b'version="1.1"', 1)
 
 
 # The parts of QSvgGenerator's output that may change: groups (for the transform), a whole

@@ -1,0 +1,31 @@
+"""--theme dark: the painted figures (token chips, merge rows, attention lines) follow the palette too."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QImage
+
+from core.runners import NumpyRunner
+from core.session import analyse
+from gui import export
+from gui.headless import ExportRequest, FigureHost
+from tests.gui.test_export_vector import pixels
+
+FIGURES = ("tokens_chips", "tokens_merges", "attention_lines")
+
+
+@pytest.mark.parametrize("theme", ("light", "dark"))
+def test_painted_figures_take_the_theme_background(bundle, qapp, theme):
+    host = FigureHost(theme=theme)
+    try:
+        trace = analyse(NumpyRunner(bundle), "The cat sat on the mat.")
+        figures = host.figures(trace, ExportRequest(formats=("png",), figures=FIGURES))
+        assert {figure.name for figure in figures} == set(FIGURES)
+        for figure in figures:
+            png = pixels(QImage.fromData(export.figure_files(figure, ("png",))[f"{figure.name}.png"], "PNG"))
+            corner = png[2, 2]   # the margin around the chips and lines: the widget's own background
+            if theme == "dark":
+                assert corner.mean() < 80, f"{figure.name}: background {corner} under --theme dark"
+            else:
+                assert corner.mean() > 200, f"{figure.name}: background {corner} under --theme light"
+    finally:
+        host.close()
