@@ -241,8 +241,7 @@ def _lm_head(g: _Graph, cfg: ModelConfig, rows: str) -> str:  # [R, D] -> [R, V]
 def _forward(g: _Graph, cfg: ModelConfig, emit) -> tuple[str, str]:
     """The layers of core.model.forward from input_ids to the final norm; emit(value, name, dtype, dims) is
     called with every Trace field. Returns the final norm's value [(N,) T, D] and T (a [1] shape)."""
-    L, H, Hkv, Dh, K = (cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads,
-                        cfg.head_dim, cfg.num_experts_per_tok)
+    L, H, Hkv, Dh = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
     ids = g.op("Squeeze", "input_ids", g.i64(0))                       # [T]
     n_tokens = g.op("Shape", ids)                                        # [1] = T
     positions = g.op("Range", g.const(np.array(0, np.int64)), g.op("Squeeze", n_tokens, g.i64(0)),

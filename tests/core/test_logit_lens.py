@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from core.interventions import residual_stages
-from core.logit_lens import TOP_K, LensLogits, logit_lens, stage_label, stage_names
+from core.logit_lens import TOP_K, LensLogits, LogitLens, logit_lens, stage_label, stage_names
 from core.runners import NumpyRunner, OnnxRunner
 
 SHAPES = [dict(), dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),

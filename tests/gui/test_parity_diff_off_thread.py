@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
 from PySide6.QtCore import Qt
 
 import gui.panels.parity_panel as parity_panel
