@@ -15,7 +15,9 @@ directly, a byte-level tokenizer.json with exactly vocab_size tokens), imports i
   rss_mb.1024_panels               a full trace: a partial run may go further)
   forward_numpy_ms.64              the NumPy reference at 64 tokens, full trace (median)
   update_ms.64, rss_mb.update_64   the app (ONNX backend, default layout, offscreen): a 64-token
-                                   sentence set -> every visible panel repainted (bench_gui's rule)
+                                   sentence set -> every visible panel repainted (bench_gui's rule);
+                                   a big model's run keeps what the visible panels declare (Panel.fields)
+  update_ms.64_full_trace          the same with the whole trace kept (what the app did before)
 Load average (1 minute) at the start and the end of each shape is in the result: timings on a
 shared machine mean little without it.
 """
@@ -137,8 +139,9 @@ def child_measure(bundle: str, mode: str, repeats: int) -> dict:
     return dict(ms=1e3 * statistics.median(times), load_s=load_s, rss_mb=peak_rss_mb())
 
 
-def child_update(bundle: str, repeats: int) -> dict:
-    """Runs in a fresh process: the app's update at 64 tokens on this bundle, as bench_gui measures it."""
+def child_update(bundle: str, repeats: int, full_trace: bool) -> dict:
+    """Runs in a fresh process: the app's update at 64 tokens on this bundle, as bench_gui measures it
+    (full_trace: every run keeps the whole trace, whatever the panels on screen declare)."""
     from benchmarks.bench_gui import PaintLog, WINDOW_SIZE, _offscreen, _quiet_qt_warnings
 
     _offscreen()
@@ -153,6 +156,8 @@ def child_update(bundle: str, repeats: int) -> dict:
 
     app = application()
     controller = Controller(load_bundle(bundle), "onnx")
+    if full_trace:
+        controller.partial_trace_bytes = sys.maxsize
     arrived: list[float] = []
     controller.sigTraceChanged.connect(lambda trace: arrived.append(time.perf_counter()))
     with tempfile.TemporaryDirectory() as folder:
@@ -214,13 +219,15 @@ def bench_shape(shape: str, tmp: Path, repeats: int) -> dict:
     panels64 = run_child(["--child", str(bundle), "onnx-64-panels", str(repeats)])
     panels = run_child(["--child", str(bundle), "onnx-1024", str(max(1, repeats // 2))])
     numpy64 = run_child(["--child", str(bundle), "numpy-64", str(repeats)])
-    update = run_child(["--child-update", str(bundle), str(repeats)])
+    update = run_child(["--child-update", str(bundle), str(repeats), "partial"])
+    update_full = run_child(["--child-update", str(bundle), str(repeats), "full"])
     result.update({"load_s": round(onnx64["load_s"], 2),
                    "forward_onnx_ms.64": round(onnx64["ms"]), "rss_mb.64": round(onnx64["rss_mb"]),
                    "forward_onnx_ms.64_panels": round(panels64["ms"]),
                    "forward_onnx_ms.1024_panels": round(panels["ms"]), "rss_mb.1024_panels": round(panels["rss_mb"]),
                    "forward_numpy_ms.64": round(numpy64["ms"]), "rss_mb.numpy_64": round(numpy64["rss_mb"]),
                    "update_ms.64": round(update["ms"]), "rss_mb.update_64": round(update["rss_mb"]),
+                   "update_ms.64_full_trace": round(update_full["ms"]),
                    "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]})
     return result
 
@@ -234,7 +241,7 @@ def main() -> None:
         print(json.dumps(dict(s=time.perf_counter() - start, rss_mb=peak_rss_mb())))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--child-update":
-        child_update(sys.argv[2], int(sys.argv[3]))
+        child_update(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "full")
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         print(json.dumps(child_measure(sys.argv[2], sys.argv[3], int(sys.argv[4]))))

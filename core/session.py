@@ -77,7 +77,7 @@ def _with_vocab_labels(trace: Trace, tokenizer: BPETokenizer) -> Trace:
 
 
 def run_prepared(runner: Runner, prepared: Prepared, *, head_mask=None, expert_override=None,
-                 interventions=None, checkpoint: Checkpoint = no_checkpoint) -> Trace:
+                 interventions=None, fields=None, checkpoint: Checkpoint = no_checkpoint) -> Trace:
     """Run a tokenized text and label the trace with its tokens. Raises ValueError for text with no tokens.
     `interventions` (core.interventions.Interventions) goes to the runner as it is."""
     tokenization = prepared.tokenization
@@ -87,7 +87,8 @@ def run_prepared(runner: Runner, prepared: Prepared, *, head_mask=None, expert_o
     if expert_override is not None:  # an override made for a longer text is cut to the tokens analysed
         override = np.asarray(expert_override)[:, : len(tokenization.tokens)]
     checkpoint()
-    trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override, interventions=interventions)
+    trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override, interventions=interventions,
+                       fields=fields)
     checkpoint()
     labels = tuple(token.display for token in tokenization.tokens)
     trace = trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
@@ -126,11 +127,12 @@ def prepare_ids(tokenizer: BPETokenizer, ids: Sequence[int], text: str | None = 
 
 
 def run_labelled_by_id(runner: Runner, ids, *, head_mask=None, expert_override=None, interventions=None,
-                       checkpoint: Checkpoint = no_checkpoint) -> Trace:
+                       fields=None, checkpoint: Checkpoint = no_checkpoint) -> Trace:
     """Run ids that are not how their text tokenizes; each token is labelled from the vocabulary."""
     tokenizer = runner.bundle.tokenizer
     checkpoint()
-    trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override, interventions=interventions)
+    trace = runner.run(ids, head_mask=head_mask, expert_override=expert_override, interventions=interventions,
+                       fields=fields)
     checkpoint()
     labels = tuple(tokenizer.display_piece(tokenizer.id_to_piece(int(i))) for i in ids)
     return _with_vocab_labels(trace.with_text(labels, text_of_ids(tokenizer, ids)), tokenizer)

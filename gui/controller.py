@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from core.bundle import Bundle, load_bundle
+from core.bundle import Bundle, load_bundle, trace_bytes
 from core.experiment_runs import AblatedRunner, ablations_only, with_ablations
 from core.interventions import Interventions
 from core.head_roles import probe_roles
@@ -37,6 +37,7 @@ from core.sampling import SamplingSettings, generate
 from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
                           run_prepared, text_of_ids)
 from core.trace import Trace
+from core.trace_fields import trace_holds, union_of_requests, widened
 from gui.selection import Selection
 
 BACKENDS = ("onnx", "numpy", "both")
@@ -48,6 +49,10 @@ EXPERIMENT_WORKER_NAME = "glassbox-experiment-worker"   # sweeps, occlusion, the
 # Closing waits this long for a job to reach its next checkpoint (a stage takes tens of ms on the
 # shipped model), then leaves the thread to end on its own: see _Worker.stop.
 SHUTDOWN_WAIT_S = 0.5
+# A model whose full trace of PARTIAL_PROBE_TOKENS tokens is above this many bytes runs with only the fields
+# the panels on screen draw (Panel.fields); smaller ones keep the whole trace, as parity and export want it.
+PARTIAL_TRACE_BYTES = 32 * 2**20
+PARTIAL_PROBE_TOKENS = 64
 PROBE_TEXT = "Hello, 你好."   # the first run of a newly opened bundle when the sentence is empty
 
 
@@ -300,6 +305,9 @@ class Controller(QObject):
         self._job_ids = itertools.count(1)
         self._latest_variant: dict[tuple[int, str], int] = {}
         self.interventions = Interventions()   # in force for every run (gui/panels/interventions_panel.py)
+        self.partial_trace_bytes = PARTIAL_TRACE_BYTES
+        # The union of the on-screen panels' fields (None: every field); the main window sets it.
+        self.panel_fields: Callable[[], frozenset[str] | None] = lambda: None
 
         self._debounce = QTimer(self)
         self._debounce.setSingleShot(True)
@@ -460,9 +468,41 @@ class Controller(QObject):
             self._show_result(state, None)   # empty text: an empty state, not an error
             return
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
-                                  interventions=self.interventions),
+                                  interventions=self.interventions, fields=self.fields_to_run()),
                           lambda result: self._show_result(state, result), self._trace_failed,
                           lambda: generation != self.generation))
+
+    def fields_to_run(self) -> frozenset[str] | None:
+        """What a run keeps: every field for a small model or for two backends (parity compares whole traces),
+        else only what the panels on screen draw."""
+        if self._backend == "both":
+            return None
+        if trace_bytes(self.bundle.config, PARTIAL_PROBE_TOKENS) <= self.partial_trace_bytes:
+            return None
+        return self.panel_fields()
+
+    def holds(self, wanted) -> bool:
+        """The trace shown (if any) has every field of `wanted` (None: every field)."""
+        return self.trace is None or trace_holds(self.trace, wanted)
+
+    def fetch_fields(self, wanted, on_done: Callable[[], None] | None = None) -> None:
+        """Make the trace shown hold `wanted` too (None: every field): re-run its sentence on the worker with
+        the wider request and show that; on_done() once the trace holds them (now, if it already does)."""
+        trace, state, generation = self.trace, self._shown, self.generation
+        if trace is None or state is None or trace_holds(trace, wanted):
+            if on_done is not None:
+                on_done()
+            return
+
+        def show(result: RunResult) -> None:
+            self._show(result.trace, result.parity, result.reference)
+            if on_done is not None:
+                on_done()
+
+        self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
+                                  interventions=self.interventions,
+                                  fields=widened(trace, wanted)),
+                          show, self._trace_failed, lambda: generation != self.generation or self.trace is not trace))
 
     def _trace_failed(self, message: str) -> None:
         self._awaiting_ids.clear()   # the edits needed this run's ids
@@ -802,6 +842,13 @@ class Controller(QObject):
         self._worker.stop(SHUTDOWN_WAIT_S)
         self._experiments.join(max(0.0, deadline - time.monotonic()))
         self._jobs.clear()
+
+
+def panels_fields(panels) -> frozenset[str] | None:
+    """What a run must keep for these panels (their Panel.fields); None: every field, also when no panel is
+    given, as then nothing tells what will be looked at."""
+    fields = union_of_requests(panel.fields for panel in panels)
+    return fields or None
 
 
 def _alive(obj: QObject) -> bool:

@@ -12,7 +12,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
 from core.routing_view import ABLATION_RULE, LayerRouting
 from gui.qt_signals import qt_signals_blocked
@@ -26,6 +26,9 @@ SWITCH_STYLE = ("QPushButton { padding: 2px 8px; border: 1px solid #777; border-
                 "QPushButton:!checked { background: #e6e6e6; color: #777; }")     # off: grey, and says "off"
 
 
+SWITCHES_PER_ROW = 4
+
+
 class ExpertLoadBars(QWidget):
     sigExpertSwitched = Signal(int, int, bool)    # (layer, expert, on)
 
@@ -33,9 +36,11 @@ class ExpertLoadBars(QWidget):
         super().__init__(parent)
         self.switches: list[QPushButton] = []
         self.switch_row = QHBoxLayout()
-        self.switch_row.setSpacing(2)
-        self.switch_row.addWidget(QLabel("Experts:"))
-        self.switch_row.addStretch(1)   # the switches go before it
+        self.switch_row.addWidget(QLabel("Experts:"), 0, Qt.AlignmentFlag.AlignTop)
+        self.switch_grid = QGridLayout()   # rows of SWITCHES_PER_ROW: 8, 16 or 64 experts keep readable buttons
+        self.switch_grid.setSpacing(2)
+        self.switch_row.addLayout(self.switch_grid)
+        self.switch_row.addStretch(1)
         self.rule = QLabel(wordWrap=True)
         self.message = QLabel(wordWrap=True)
         self.message.setObjectName("expert_switch_message")
@@ -100,7 +105,7 @@ class ExpertLoadBars(QWidget):
 
     def _build_switches(self, n_experts: int) -> None:
         for button in self.switches:
-            self.switch_row.removeWidget(button)
+            self.switch_grid.removeWidget(button)
             button.deleteLater()
         self.switches = []
         for e in range(n_experts):
@@ -108,7 +113,7 @@ class ExpertLoadBars(QWidget):
             button.setObjectName(f"expert_switch_{e}")
             button.setStyleSheet(SWITCH_STYLE)
             button.toggled.connect(lambda on, e=e: self.sigExpertSwitched.emit(self.layer, e, on))
-            self.switch_row.insertWidget(self.switch_row.count() - 1, button)
+            self.switch_grid.addWidget(button, e // SWITCHES_PER_ROW, e % SWITCHES_PER_ROW)
             self.switches.append(button)
 
 

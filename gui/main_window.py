@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, 
 
 from core.bundle import Bundle
 from gui import export
-from gui.controller import Controller
+from gui.controller import Controller, panels_fields
 from gui.import_actions import ImportActions
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
@@ -229,6 +229,7 @@ class MainWindow(QMainWindow):
         self.sentence_bar.sigSubmitted.connect(c.flush)
         c.sigReferenceTrace.connect(lambda reference: setattr(self, "_reference", reference))
         c.sigTraceChanged.connect(self._push_trace)
+        c.panel_fields = lambda: panels_fields(p for p in self.built_panels() if self.on_screen(p))
         c.sigSelectionChanged.connect(self._push_selection)
         c.sigNotice.connect(self._show_notice)
         c.sigError.connect(self.show_error)
@@ -349,7 +350,8 @@ class MainWindow(QMainWindow):
             self._current_panel = name
             if name not in self._built:
                 self._build_panel(name)
-            elif name in self._stale:
+            self.controller.fetch_fields(self._built[name].fields)   # a big model's partial trace
+            if name in self._stale:
                 panel = self.docks[name].widget()
                 self._update_panel(panel, self.controller.trace)
 
@@ -456,6 +458,9 @@ class MainWindow(QMainWindow):
     def choose_figure_export(self) -> None:
         from gui.export_dialog import ExportFigureDialog
 
+        if not self.controller.holds(None):   # a big model's partial trace: once the whole trace is in
+            self.controller.fetch_fields(None, self.choose_figure_export)
+            return
         self.bring_all_up_to_date()
         figures = [(f"{p.title} — {f.name}", f) for p in self.panels for f in self._figures_of(p)]
         if not figures:
@@ -503,7 +508,11 @@ class MainWindow(QMainWindow):
                                     on_error=lambda message: self.show_error(f"export failed: {message}"))
 
     def export_all_to(self, folder: str | Path, formats=export.FORMATS, width: int | None = None) -> None:
-        """Every panel's figures plus trace.npz and tokens.csv into folder."""
+        """Every panel's figures plus trace.npz and tokens.csv into folder (a big model's partial trace:
+        once the whole trace is in)."""
+        if not self.controller.holds(None):
+            self.controller.fetch_fields(None, lambda: self.export_all_to(folder, formats, width))
+            return
         self.bring_all_up_to_date()
         figures = [f for p in self.panels for f in self._figures_of(p)]
         self.statusBar().showMessage(f"rendering {len(figures)} figures…")

@@ -18,6 +18,8 @@ from core.routing_view import LayerRouting
 from gui import plotting
 from gui.heatmap import CellText, Heatmap, cells_path, cosmetic_pen
 
+MAX_EXPERT_TICKS = 8   # numbered columns under a heatmap a third of a dock wide
+
 CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
               "mistral-inference: top-k logits → softmax over the k; the same numbers.")
 CHOSEN_OUTER = QColor(0, 0, 0)
@@ -94,7 +96,9 @@ class RouterView(QWidget):
             item.setPath(forced_path)
         self.row_labels = [f"{i} {label}" for i, label in enumerate(routing.labels)]
         self.probs_plot.set_row_labels(self.row_labels, ROW_LABEL_COLUMNS)
-        ticks = [(e + 0.5, f"{e}✕" if routing.off[e] else str(e)) for e in range(n_experts)]   # ✕: switched off
+        every = -(-n_experts // MAX_EXPERT_TICKS)   # 16 or 64 narrow columns: number every 2nd or 8th
+        ticks = [(e + 0.5, f"{e}✕" if routing.off[e] else str(e)) for e in range(n_experts)   # ✕: switched off
+                 if routing.off[e] or e % every == 0]
         for plot in (self.probs_plot, self.weights_plot):
             # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
             plot.getAxis("bottom").setTicks([ticks, []])

@@ -54,6 +54,7 @@ ABLATE_HELP = ("What a head switched off in the grid (or in the Interventions pa
 class AttentionPanel(Panel):
     title = "Attention"
     object_name = "attention"
+    fields = ("attn",)
     empty_text = "Type a sentence to see how each token attends to the ones before it."
 
     sigRequestProbe = Signal()   # the controller answers set_probe(HeadRoles) for the current bundle
@@ -163,7 +164,7 @@ class AttentionPanel(Panel):
     def set_trace(self, trace) -> None:
         self._trace_serial += 1
         self._pending = None   # the new run carries the interventions in force
-        self._maxima = av.head_maxima(trace) if trace is not None else None
+        self._maxima = av.head_maxima(trace) if trace is not None and not self.fields_missing(trace) else None
         self.roles = None
         super().set_trace(trace)
 

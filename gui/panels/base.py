@@ -14,6 +14,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
+from core.trace_fields import describe_request, trace_holds
 from gui.intervention_banner import InterventionBanner
 from gui.selection import Selection
 
@@ -56,6 +57,9 @@ class Panel(QWidget):
     title: str = "Panel"          # the dock's title and the View menu entry
     object_name: str = "panel"    # QDockWidget objectName: saveState/restoreState need it stable
     empty_text: str = "Type a sentence in the bar above."
+    # The Trace fields draw() and figures() read (Runner.run's `fields` names); None: every field. A big
+    # model's runs keep only what the panels on screen declare (gui.controller.Controller.fields_to_run).
+    fields: tuple[str, ...] | None = None
 
     # A panel asks; the controller acts and everyone hears back through set_trace / set_selection.
     sigSelect = Signal(dict)                 # selection changes, e.g. {"layer": 1, "head": 2}
@@ -163,7 +167,8 @@ class Panel(QWidget):
 
     def refresh(self) -> None:
         """Redraw from self.trace and self.selection: the empty state, or draw()."""
-        reason = self.empty_text if self.trace is None else self.unavailable(self.trace)
+        reason = self.empty_text if self.trace is None else (self.fields_missing(self.trace)
+                                                             or self.unavailable(self.trace))
         if reason is not None:
             self.empty.setText(reason)
             self._stack.setCurrentWidget(self.empty)
@@ -171,6 +176,12 @@ class Panel(QWidget):
             return
         self._stack.setCurrentIndex(1)
         self.draw()
+
+    def fields_missing(self, trace: Trace) -> str | None:
+        """What this panel needs when a partial trace lacks it (the controller is fetching it), else None."""
+        if trace_holds(trace, self.fields):
+            return None
+        return f"Computing what this panel draws ({describe_request(self.fields)}) for this big model…"
 
     def unavailable(self, trace: Trace) -> str | None:
         """Why this panel has nothing to show for this trace (e.g. a dense model has no router), else None."""

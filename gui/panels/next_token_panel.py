@@ -42,6 +42,7 @@ def format_probability(p: float) -> str:
 class NextTokenPanel(Panel):
     title = "Next token"
     object_name = "next_token"
+    fields = ("logits",)
     empty_text = "No sentence yet: type one in the sentence bar to see what the model predicts next."
 
     def __init__(self, parent: QWidget | None = None) -> None:

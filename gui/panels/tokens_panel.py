@@ -158,6 +158,7 @@ class MergeSequence(QWidget):
 class TokensPanel(Panel):
     title = "Tokens"
     object_name = "tokens"
+    fields = ()
     empty_text = "Type a sentence above to see how the model cuts it into tokens."
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -1,0 +1,45 @@
+"""Which fields a partial Trace holds, against what a reader (a panel, an export) needs.
+
+A request is what Runner.run(ids, fields=...) takes (core.trace.select_outputs names), or None for
+every field. Qt-free: the controller chooses what to run with it, the panels say what they miss.
+"""
+from __future__ import annotations
+
+from core.trace import Trace, select_outputs
+
+
+def trace_holds(trace: Trace, wanted) -> bool:
+    """The trace has every field of the request `wanted` (None: every field)."""
+    if trace.fields is None:
+        return True
+    if wanted is None:
+        return False
+    names, last_only = select_outputs(trace.num_layers, wanted)
+    if not set(names) <= trace.fields:
+        return False
+    return last_only or "logits" not in names or trace.logits_from == 0   # all rows of logits, not one
+
+
+def union_of_requests(requests) -> frozenset[str] | None:
+    """Every field any of the requests asks for; None if one of them asks for everything."""
+    union: set[str] = set()
+    for request in requests:
+        if request is None:
+            return None
+        union.update(request)
+    return frozenset(union)
+
+
+def widened(trace: Trace, wanted) -> frozenset[str] | None:
+    """A request for what the trace holds plus `wanted` (None: every field)."""
+    if wanted is None or trace.fields is None:
+        return None
+    held = set(trace.fields)
+    if "logits" in held and trace.logits_from:   # it holds the last row only: keep asking for that
+        held.discard("logits")
+        held.add("logits.last")
+    return frozenset(held | set(wanted))
+
+
+def describe_request(wanted) -> str:
+    return "every field" if wanted is None else ", ".join(sorted(wanted))
