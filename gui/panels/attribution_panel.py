@@ -26,20 +26,25 @@ from gui.qt_signals import qt_signals_blocked
 from gui.token_axis import TokenAxis
 
 NO_TOKEN = -1                       # the spin boxes' "top token" / "no second token"
-KIND_COLOURS = {"embed": QColor("#8c8c8c"), "head": QColor("#2c5f8a"), "expert": QColor("#e07b20")}
+KIND_COLOURS = {"embed": QColor("#8c8c8c"), "head": QColor("#2c5f8a"), "attn_bias": QColor("#7fa7c9"),
+                "expert": QColor("#e07b20"), "mlp": QColor("#e07b20")}
 SELECTED_EDGE = QColor(214, 39, 40)
 BAR_HEIGHT = 0.75
 LEGEND = ("<span style='color:#8c8c8c'>■</span> token embedding &nbsp; "
           "<span style='color:#2c5f8a'>■</span> attention head (through its slice of W_O) &nbsp; "
-          "<span style='color:#e07b20'>■</span> expert (times its routing weight) &nbsp; "
+          "<span style='color:#7fa7c9'>■</span> o_proj bias (models that have one) &nbsp; "
+          "<span style='color:#e07b20'>■</span> expert (times its routing weight) or dense MLP &nbsp; "
           "<span style='color:#d62728'>□</span> the selected head")
 
 
 def part_kind(name: str) -> tuple[str, int | None, int | None]:
-    """'embed' -> ('embed', None, None); 'L1.H2' -> ('head', 1, 2); 'L0.E3' -> ('expert', 0, 3)."""
+    """'embed' -> ('embed', None, None); 'L1.H2' -> ('head', 1, 2); 'L0.E3' -> ('expert', 0, 3);
+    a dense model's 'L0.MLP' -> ('mlp', 0, None); o_proj's bias 'L0.attn_bias' -> ('attn_bias', 0, None)."""
     if name == "embed":
         return "embed", None, None
     layer, part = name.split(".")
+    if part in ("MLP", "attn_bias"):
+        return part.lower(), int(layer[1:]), None
     return ("head" if part[0] == "H" else "expert"), int(layer[1:]), int(part[1:])
 
 

@@ -301,3 +301,22 @@ def test_headless_export_scores_the_probe_as_the_app_does(bundle, tmp_path):
     rows = csv_rows((tmp_path / "head_roles_table.csv").read_text(encoding="utf-8"))
     probe = probe_roles(NumpyRunner(bundle))
     assert [float(r["induction_probe"]) for r in rows] == pytest.approx(probe.scores[..., -1].ravel().tolist())
+
+
+def test_attribution_on_a_dense_model_with_an_o_proj_bias_draws_its_mlp_and_bias_bars(show, make_bundle):
+    """A dense model's parts are 'L0.MLP' and 'L0.attn_bias': drawn, coloured, clickable and in the CSV."""
+    from core.runners import NumpyRunner
+    from core.session import analyse
+
+    dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0,
+                        qkv_bias=True, o_bias=True)   # Llama attention_bias: both
+    trace = analyse(NumpyRunner(dense), "The cat sat on the mat.")
+    panel = show(AttributionPanel())
+    panel.set_trace(trace)
+    names = {name for name, _ in panel.bars}
+    assert {"L0.MLP", "L0.attn_bias"} <= names
+    rows = csv_rows(panel.bars_csv())
+    kinds = {row["part"]: (row["kind"], row["layer"], row["index"]) for row in rows}
+    assert kinds["L1.MLP"] == ("mlp", "1", "") and kinds["L0.attn_bias"] == ("attn_bias", "0", "")
+    assert sum(float(row["contribution"]) for row in rows) == pytest.approx(
+        float(trace.logits[-1].max()), abs=1e-4)
