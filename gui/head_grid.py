@@ -50,7 +50,25 @@ class Thumbnail(PickableImage):
         super().mouseClickEvent(event)
 
 
-class SwitchBox(pg.GraphicsObject):
+class ClickToToggle:
+    """For the grid's switches (a corner box, a layer's name): any left or right click toggles; hovering
+    says so (sigHovered), and the item, not the image under it, takes the click. The class sets
+    sigToggle = Signal() and sigHovered = Signal(bool)."""
+
+    def mouseClickEvent(self, event) -> None:  # noqa: N802
+        if event.button() in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
+            event.accept()
+            self.sigToggle.emit()
+
+    def hoverEvent(self, event) -> None:  # noqa: N802
+        if event.isExit():
+            self.sigHovered.emit(False)
+            return
+        event.acceptClicks(Qt.MouseButton.LeftButton)
+        self.sigHovered.emit(True)
+
+
+class SwitchBox(ClickToToggle, pg.GraphicsObject):
     """The small on/off box in a thumbnail's corner: a tick on green when on, a cross on red when off."""
     sigToggle = Signal()
     sigHovered = Signal(bool)   # True on enter, False on leave
@@ -85,20 +103,8 @@ class SwitchBox(pg.GraphicsObject):
             painter.drawLine(inner.topLeft(), inner.bottomRight())
             painter.drawLine(inner.topRight(), inner.bottomLeft())
 
-    def mouseClickEvent(self, event) -> None:  # noqa: N802
-        if event.button() in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
-            event.accept()
-            self.sigToggle.emit()
 
-    def hoverEvent(self, event) -> None:  # noqa: N802
-        if event.isExit():
-            self.sigHovered.emit(False)
-            return
-        event.acceptClicks(Qt.MouseButton.LeftButton)   # the box, not the image under it, takes the click
-        self.sigHovered.emit(True)
-
-
-class LayerName(pg.TextItem):
+class LayerName(ClickToToggle, pg.TextItem):
     """A layer's name beside its row; clicking it switches the layer's heads off (or, all off, back on)."""
     sigToggle = Signal()
     sigHovered = Signal(bool)
@@ -106,18 +112,6 @@ class LayerName(pg.TextItem):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.setAcceptHoverEvents(True)
-
-    def mouseClickEvent(self, event) -> None:  # noqa: N802
-        if event.button() in (Qt.MouseButton.LeftButton, Qt.MouseButton.RightButton):
-            event.accept()
-            self.sigToggle.emit()
-
-    def hoverEvent(self, event) -> None:  # noqa: N802
-        if event.isExit():
-            self.sigHovered.emit(False)
-            return
-        event.acceptClicks(Qt.MouseButton.LeftButton)
-        self.sigHovered.emit(True)
 
 
 class HeadGrid(pg.GraphicsLayoutWidget):
