@@ -51,3 +51,40 @@ def show(qtbot):
         return widget
 
     return _show
+
+
+@pytest.fixture(scope="session")
+def shipped():
+    """The shipped model's bundle, loaded once."""
+    from core.bundle import load_bundle
+
+    return load_bundle(None)
+
+
+@pytest.fixture()
+def shipped_window(qtbot, shipped, settings):
+    """shipped_window(text, width, height) -> a shown ONNX MainWindow on the shipped model that has analysed
+    `text`; closed after, with both worker threads joined."""
+    from gui.controller import Controller
+    from gui.fonts import register_fonts
+    from gui.main_window import MainWindow
+
+    windows = []
+
+    def make(text: str, width: int, height: int):
+        register_fonts()
+        window = MainWindow(Controller(shipped, "onnx"), settings)
+        qtbot.addWidget(window)
+        window.resize(width, height)
+        window.show()
+        qtbot.waitExposed(window)
+        window.controller.set_text(text)
+        window.controller.flush()
+        qtbot.waitUntil(lambda: window.controller.trace is not None, timeout=20000)
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.close()
+        assert not window.controller.is_running()

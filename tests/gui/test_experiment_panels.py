@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from PySide6.QtWidgets import QLabel
 
-from core.bundle import load_bundle
 from core.occlusion import occlude
 from core.patching import logit_difference
 from core.runners import OnnxRunner
@@ -14,28 +13,9 @@ from core.runners import OnnxRunner
 A, B = "订单成功了。订单", "订单取消了。订单"
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return load_bundle(None)
-
-
 @pytest.fixture()
-def window(qtbot, shipped, settings):
-    from gui.controller import Controller
-    from gui.fonts import register_fonts
-    from gui.main_window import MainWindow
-
-    register_fonts()
-    window = MainWindow(Controller(shipped, "onnx"), settings)
-    qtbot.addWidget(window)
-    window.resize(1500, 950)
-    window.show()
-    qtbot.waitExposed(window)
-    window.controller.set_text(A)
-    window.controller.flush()
-    qtbot.waitUntil(lambda: window.controller.trace is not None, timeout=20000)
-    yield window
-    window.close()
+def window(shipped_window):
+    return shipped_window(A, 1500, 950)
 
 
 def front(qtbot, window, name):

@@ -10,7 +10,6 @@ import threading
 import pytest
 
 import gui.panels.patching_panel as patching_panel
-from core.bundle import load_bundle
 from core.patching import run_all_sweeps
 from gui.controller import EXPERIMENT_WORKER_NAME
 from gui.experiment_job import ExperimentJob
@@ -19,29 +18,9 @@ A, B = "订单成功了。订单", "订单取消了。订单"
 HOLD_S = 60   # the hook lets go after this long whatever happens, so a failing test cannot hang
 
 
-@pytest.fixture(scope="module")
-def shipped():
-    return load_bundle(None)
-
-
 @pytest.fixture()
-def window(qtbot, shipped, settings):
-    from gui.controller import Controller
-    from gui.fonts import register_fonts
-    from gui.main_window import MainWindow
-
-    register_fonts()
-    window = MainWindow(Controller(shipped, "onnx"), settings)
-    qtbot.addWidget(window)
-    window.resize(1280, 800)
-    window.show()
-    qtbot.waitExposed(window)
-    window.controller.set_text(A)
-    window.controller.flush()
-    qtbot.waitUntil(lambda: window.controller.trace is not None, timeout=20000)
-    yield window
-    window.close()
-    assert not window.controller.is_running()
+def window(shipped_window):
+    return shipped_window(A, 1280, 800)
 
 
 @pytest.fixture()
