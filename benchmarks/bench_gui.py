@@ -7,6 +7,7 @@ MAX the model's context):
                    is set and Enter pressed (no typing debounce), and the time runs until the last
                    paint event the new trace caused has been delivered to a visible panel
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
+                   (the window at its first-start size, 1500 x 950)
   export_all_ms    Export all, PNG + SVG, 64 tokens
   batch_export_ms_per_text  `main.py export --texts` with 20 sentences, the attention_head PNG (per sentence)
   rss_mb           resident memory after the update runs
@@ -180,43 +181,43 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float
 
 
 def startup_probe(settings_file: str) -> int:
-    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (open_main_window),
-    with its first sentence; print one line once every visible panel has painted it, and exit."""
-    start = time.perf_counter()
+    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (gui.app first, then
+    open_main_window) with its first sentence, at the window's own first-start size (nothing resizes a
+    window just shown); once every visible panel has painted it, print "painted" and the
+    time.perf_counter() of the last of those paints, and exit."""
     _offscreen()
+    from gui.app import FIRST_SENTENCE, application, open_main_window   # the model code, then Qt, as main.py
     _quiet_qt_warnings()
     from PySide6.QtCore import QSettings
 
     from core.bundle import load_bundle
-    from gui.app import FIRST_SENTENCE, application, open_main_window
     from gui.controller import Controller
 
     app = application()
     controller = Controller(load_bundle(None), "onnx")
     window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
-    window.resize(*WINDOW_SIZE)
     log = PaintLog(app)
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    settle(app, log, start, lambda: controller.trace is not None and not controller.busy() and not posted(window),
-           visible)
-    print("painted", flush=True)
+    last_paint = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
+                        and not posted(window), visible)
+    print(f"painted {last_paint!r}", flush=True)
     os._exit(0)   # the parent has its number; tearing Qt down is not part of it
 
 
 def startup_ms(repeats: int) -> float:
-    """Fresh process start -> the first analysed sentence painted (see startup_probe)."""
+    """Fresh process start -> the first analysed sentence painted (see startup_probe). Both ends are
+    time.perf_counter(), which counts from one system-wide clock in every process (CLOCK_MONOTONIC on Linux)."""
     times = []
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as folder:
             start = time.perf_counter()
             child = subprocess.Popen([sys.executable, __file__, "--startup-probe", str(Path(folder) / "s.ini")],
                                      stdout=subprocess.PIPE, text=True, cwd=ROOT)
-            line = child.stdout.readline()
-            elapsed = (time.perf_counter() - start) * 1000
+            word, _, last_paint = child.stdout.readline().partition(" ")
             child.wait()
-            if line.strip() != "painted":
+            if word != "painted":
                 raise RuntimeError("the startup probe did not paint its first sentence")
-            times.append(elapsed)
+            times.append((float(last_paint) - start) * 1000)
     return statistics.median(times)
 
 
