@@ -8,7 +8,7 @@ took ~75 ms). tests/gui/test_panel_registry.py holds each line to its class.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -16,15 +16,19 @@ class PanelEntry:
     object_name: str
     title: str
     where: str   # "module:ClassName"
+    imported: type | None = field(default=None, compare=False, repr=False)   # the class, when given one
 
     def load(self) -> type:
+        if self.imported is not None:
+            return self.imported
         module, _, name = self.where.partition(":")
         return getattr(importlib.import_module(module), name)
 
     @classmethod
     def of(cls, panel_class: type) -> PanelEntry:
-        """The entry of a class already imported (a window given its own panel classes)."""
-        return cls(panel_class.object_name, panel_class.title, f"{panel_class.__module__}:{panel_class.__qualname__}")
+        """The entry of a class already imported (a window given its own panel classes, a test's among them)."""
+        return cls(panel_class.object_name, panel_class.title, f"{panel_class.__module__}:{panel_class.__qualname__}",
+                   panel_class)
 
 
 # Each panel file adds itself here, in dock order:
