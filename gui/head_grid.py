@@ -28,7 +28,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
-from PySide6.QtWidgets import QFrame, QScrollArea
+from PySide6.QtWidgets import QApplication, QFrame, QScrollArea
 
 from core.attention_view import AttentionScale, causal_mask
 from core.trace import Trace
@@ -359,6 +359,15 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         its centre) before `edge`, into the other row of names' band."""
         every, half = self._every.get(id(names), 1), (extent_px + self._text_pad) / 2 / self.px_per_unit
         return [(i % every == 0, i * (1 + GAP) + 0.5 - half < edge) for i in range(len(names))]
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        """The grid never zooms: the wheel scrolls the area it sits in (passed on by hand, as QScrollBar
+        does: Qt hands an ignored wheel event to the parent only when it came from the window system)."""
+        parent = self.parentWidget()
+        if parent is None:
+            event.ignore()
+        else:
+            QApplication.sendEvent(parent, event)
 
     def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
         super().showEvent(event)

@@ -4,7 +4,9 @@ scrolled into view, and clicks, hovers and corner boxes still work inside the sc
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QRect, QRectF, Qt
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, Qt
+from PySide6.QtGui import QWheelEvent
+from PySide6.QtWidgets import QApplication
 
 from core.runners import NumpyRunner
 from core.session import analyse
@@ -73,6 +75,15 @@ def test_a_head_selected_elsewhere_is_scrolled_into_view_and_its_box_and_hover_w
     with qtbot.waitSignal(grid.sigHeadClicked, timeout=5000) as clicked:
         qtbot.mouseClick(grid.viewport(), Qt.MouseButton.LeftButton, pos=grid.head_point(25, 6))
     assert clicked.args == [25, 6]
+
+
+def test_the_wheel_over_the_thumbnails_scrolls_the_grid(panel):
+    grid, bar = panel.grid, panel.grid_area.verticalScrollBar()
+    at = QPointF(grid.head_point(0, 1))
+    wheel = QWheelEvent(at, QPointF(grid.viewport().mapToGlobal(at.toPoint())), QPoint(0, 0), QPoint(0, -120),
+                        Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(grid.viewport(), wheel)
+    assert bar.value() > 0
 
 
 def test_a_redraw_keeps_where_the_user_scrolled(panel, big_trace, qtbot):
