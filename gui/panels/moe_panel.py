@@ -75,8 +75,7 @@ class MoePanel(Panel):
         layer_row.addLayout(self.layer_bar)
         # A docked panel can be small: the what-if (the panel's action) comes first, the load below it;
         # both keep a readable height and scroll instead.
-        self.whatif.setMinimumHeight(300)
-        self.load.setMinimumHeight(260)
+        self.whatif.setMinimumHeight(300)   # the load's least height is its layout's: its switches wrap
         column = QWidget()
         column_layout = QVBoxLayout(column)
         column_layout.setContentsMargins(0, 0, 0, 0)
@@ -242,7 +241,8 @@ class MoePanel(Panel):
         if self.trace is None or not self.trace.config.is_moe:
             return []
         shown, n = self.routing, self.trace.n_tokens
-        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n)),
+        width = max(pages.PAGE_WIDTH, self.router.least_width(shown.n_experts))   # 64 experts: a wider page
+        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n, width=width)),
                    Figure("moe_expert_load", self.load, shown.load_csv,
                           extra_tables={"moe_expert_tokens": shown.tokens_csv})]
         if self.result is not None:
