@@ -13,6 +13,7 @@ from core.session import analyse
 from gui.fonts import ui_font
 from gui.panels.moe_panel import MoePanel
 from gui.router_heatmaps import MIN_EXPERT_PX
+from gui.selection import Selection
 from tests.gui.qt_helpers import hover
 
 SENTENCE = "The cat sat on the mat because it was tired."
@@ -94,3 +95,17 @@ def test_hovering_a_bar_gives_its_experts_numbers(panel, trace, qtbot):
 def test_the_router_page_is_wide_enough_for_every_column(panel, trace):
     page = next(f for f in panel.figures() if f.name == "moe_router_probs").page_size()
     assert page.width() >= panel.router.least_width(trace.config.num_local_experts)
+
+
+def test_a_32_layer_model_picks_its_layer_from_a_list_that_fits_the_dock(show, make_bundle, qtbot):
+    trace = analyse(NumpyRunner(make_bundle(num_local_experts=8, num_experts_per_tok=2, num_hidden_layers=32,
+                                            hidden_size=32, intermediate_size=16)), SENTENCE)
+    panel = show(MoePanel(), *DOCK)
+    panel.set_trace(trace)
+    assert panel.minimumSizeHint().width() <= DOCK[0]   # 32 "layer N" buttons would need ~2,400 px
+    assert panel.layer_box.isVisible() and panel.layer_box.count() == 32 and not panel.layer_buttons.buttons()
+    with qtbot.waitSignal(panel.sigSelect, timeout=5000) as asked:
+        panel.layer_box.activated.emit(20)   # as a user's pick does
+    assert asked.args == [{"layer": 20}]
+    panel.set_selection(Selection(layer=27))
+    assert panel.layer_box.currentIndex() == 27 and panel.routing.layer == 27
