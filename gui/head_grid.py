@@ -493,6 +493,7 @@ class HeadGridArea(QScrollArea):
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self.grid = HeadGrid()
+        self._kept_scroll: tuple[int, int] | None = None   # (x, y) while an export has the grid
         self.setWidget(self.grid)   # sized here (_fit_grid), not by widgetResizable: no minimum size on the grid
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._wanted: tuple[int, int] | None = None
@@ -500,6 +501,27 @@ class HeadGridArea(QScrollArea):
         self.grid.sigShapeChanged.connect(self._fit_grid)
         for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
             bar.valueChanged.connect(self.grid.pin_names)
+
+    def takeWidget(self):  # noqa: N802 (Qt's name)
+        """An export lays the grid out on its own page: where the area was scrolled is kept for its return
+        (from the first of several exports in a row: the grid is back only in between)."""
+        if self._kept_scroll is None:
+            self._kept_scroll = (self.horizontalScrollBar().value(), self.verticalScrollBar().value())
+        return super().takeWidget()
+
+    def setWidget(self, widget) -> None:  # noqa: N802
+        super().setWidget(widget)
+        if self._kept_scroll is not None:
+            QTimer.singleShot(0, self._restore_scroll)
+
+    def _restore_scroll(self) -> None:
+        if self._kept_scroll is None or self.widget() is not self.grid:   # done, or out on a page again
+            return
+        self._fit_grid()
+        (x, y), self._kept_scroll = self._kept_scroll, None
+        self.horizontalScrollBar().setValue(x)
+        self.verticalScrollBar().setValue(y)
+        self.grid.pin_names()
 
     def viewportEvent(self, event) -> bool:  # noqa: N802 (Qt's name)
         if event.type() == QEvent.Type.Resize:   # the area resized, or a scroll bar came or went

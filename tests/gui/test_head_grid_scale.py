@@ -128,3 +128,18 @@ def panel_scale(trace):
     from core import attention_view as av
 
     return av.attention_scale(av.head_maxima(trace), "shared")
+
+
+def test_an_export_shows_the_whole_grid_and_leaves_the_area_scrolled_where_it_was(panel, qtbot):
+    from gui import export
+    from gui.figure_pages import laid_out_size
+
+    panel.set_selection(Selection(layer=22, head=4))
+    bar = panel.grid_area.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() > 0, timeout=5000)
+    scrolled = bar.value()
+    figure = next(f for f in panel.figures() if f.name == "attention_grid")
+    assert laid_out_size(figure).height() >= 30 * (1 + GAP) * MIN_THUMBNAIL_PX   # every row on the page
+    export.figure_files(figure, ["png"])
+    qtbot.waitUntil(lambda: bar.value() == scrolled, timeout=5000)
+    assert panel.grid.head_names[0].pos().y() > 0   # pinned again along the top of the part in view
