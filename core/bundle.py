@@ -487,6 +487,7 @@ def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mappin
 
     external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
     """
+    config.validate()   # before anything is written: config.json must describe these weights exactly
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = build_model(config, weights, folder / DATA_FILE if external_data else None)

@@ -33,7 +33,7 @@ from core.interventions import Interventions
 from core.role_badges import BADGE_THRESHOLD, BADGES, head_badges, score_lines
 from gui import figure_pages as pages
 from gui import plotting
-from gui.head_grid import MARK_COLOUR, HeadGrid
+from gui.head_grid import MARK_COLOUR, HeadGridArea
 from gui.head_lines import HeadLinesView
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
@@ -99,7 +99,8 @@ class AttentionPanel(Panel):
         controls.addWidget(self.ablate_combo)
         controls.addWidget(self.all_heads_box)
 
-        self.grid = HeadGrid()
+        self.grid_area = HeadGridArea()   # big models' grids scroll: thumbnails keep a visible size
+        self.grid = self.grid_area.grid
         self.grid.sigHeadClicked.connect(lambda layer, head: self.sigSelect.emit({"layer": layer, "head": head}))
         self.grid.sigHeadToggled.connect(self.toggle_head)
         self.grid.sigLayerToggled.connect(self.toggle_layer)
@@ -120,14 +121,14 @@ class AttentionPanel(Panel):
         matrix_layout.addWidget(self.hover_label)
         # The large head gets the full height (every row labelled while it can be); the grid sits
         # above the head view, whose width suits a row of thumbnails.
-        self.grid.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
+        self.grid_area.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
         self.grid_help = QLabel(GRID_HINT)
         self.grid_help.setToolTip(GRID_HELP)
         self.grid_help.setWordWrap(True)
         grid_box = QWidget()
         grid_layout = QVBoxLayout(grid_box)
         grid_layout.setContentsMargins(0, 0, 0, 0)
-        grid_layout.addWidget(self.grid, 1)
+        grid_layout.addWidget(self.grid_area, 1)
         grid_layout.addWidget(self.grid_help)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(grid_box)
