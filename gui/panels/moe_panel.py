@@ -256,7 +256,7 @@ class MoePanel(Panel):
         shown, n = self.routing, self.trace.n_tokens
         width = max(pages.PAGE_WIDTH, self.router.least_width(shown.n_experts))   # 64 experts: a wider page
         figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n, width=width)),
-                   Figure("moe_expert_load", self.load, shown.load_csv,
+                   Figure("moe_expert_load", self.load.plots, shown.load_csv,   # the chart: no switches, no token list
                           extra_tables={"moe_expert_tokens": shown.tokens_csv})]
         if self.result is not None:
             figures.append(Figure("moe_whatif", self.whatif.result_widget, self.result.comparison().csv))
