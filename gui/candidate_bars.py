@@ -14,6 +14,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 
 from core.sampling import Candidates
 from gui.cell_picking import row_under
+from gui.fast_axis import FastAxis
 from gui.fonts import ui_font
 from gui.token_axis import TokenAxis
 
@@ -32,7 +33,7 @@ class CandidateBars(pg.PlotWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent, axisItems={"left": TokenAxis("left", point_size=9),
-                                            "right": TokenAxis("right", point_size=9)})
+                                            "right": TokenAxis("right", point_size=9), "bottom": FastAxis("bottom")})
         self.rows = 0
         self.cursor_row = 0              # the row Enter chooses
         self._keyboard_used = False      # the cursor row is highlighted only after arrow keys

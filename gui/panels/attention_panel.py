@@ -150,8 +150,8 @@ class AttentionPanel(Panel):
         self.matrix = Heatmap("key token →", "query token ↓")
         view.addItem(self.matrix)
         # The bar is not linked to the image: the image is coloured by hand (masked cells grey).
-        self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=self._cmap, label=av.SCALE_MODES[0].bar_label,
-                                          interactive=False, width=14)
+        self.colour_bar = plotting.ColourBar(values=(0.0, 1.0), colorMap=self._cmap,
+                                             label=av.SCALE_MODES[0].bar_label, interactive=False, width=14)
         view.addItem(self.colour_bar)
         self.query_mark = self.matrix.add_outline(MARK_COLOUR, 1.5, Qt.PenStyle.DashLine)
         self.key_mark = self.matrix.add_outline(MARK_COLOUR, 3)
@@ -236,7 +236,7 @@ class AttentionPanel(Panel):
         if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
             self.matrix.setTitle(title, size="9pt")
         self.colour_bar.setLevels(plotting.finite_levels(levels))  # NaN runs: the bar still needs numbers
-        self.colour_bar.getAxis("left").setLabel(self.scale.mode.bar_label)
+        self.colour_bar.set_title(self.scale.mode.bar_label)
         self.shown = (layer, head)
 
     def _draw_lines(self, layer: int, head: int, all_heads: bool) -> None:
