@@ -13,6 +13,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 
 from core.sampling import Candidates
+from gui import plotting
 from gui.cell_picking import row_under
 from gui.fast_axis import FastAxis
 from gui.fonts import ui_font
@@ -46,10 +47,8 @@ class CandidateBars(pg.PlotWidget):
         plot.setContentsMargins(0, 8, 4, 0)  # room for a row label that sticks out above the top row
         plot.setLabel("bottom", "probability (%)")
         plot.showAxis("right")
-        bottom = plot.getAxis("bottom")
-        bottom.setStyle(tickFont=ui_font())
-        # percent needs no SI prefix, and updating it re-lays-out the axis label on every range change
-        bottom.enableAutoSIPrefix(False)
+        plot.getAxis("bottom").setStyle(tickFont=ui_font())
+        plotting.without_si_prefixes(plot)   # percent needs no prefix
         for name in ("left", "right"):
             plot.getAxis(name).setStyle(tickLength=0)
         self.cursor_band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0, brush=CURSOR_COLOUR, pen=pg.mkPen(None))

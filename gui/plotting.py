@@ -23,8 +23,16 @@ def colormap(name: str = SEQUENTIAL) -> pg.ColorMap:
     return pg.colormap.get(name)
 
 
+def without_si_prefixes(plot: pg.PlotItem) -> None:
+    """No SI-prefix check on any of the plot's axes, hidden ones included: each check lays the axis
+    title out again at every range change. For axes whose numbers (or names) need no prefix."""
+    for side in ("left", "right", "top", "bottom"):
+        plot.getAxis(side).enableAutoSIPrefix(False)
+
+
 def matrix_plot(plot: pg.PlotItem, x_label: str, y_label: str) -> None:
     """Set a PlotItem up for a matrix: y down, square-ish cells, no auto-range surprises."""
+    without_si_prefixes(plot)
     plot.invertY(True)
     plot.setAspectLocked(False)
     plot.setMenuEnabled(True)
