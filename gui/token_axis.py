@@ -43,9 +43,10 @@ class TokenAxis(FastAxis):
         if labels == self._labels:
             return   # nothing to draw anew
         self._labels = labels
-        widths = self.label_texts().width
-        self._widest = max(map(widths, self._labels), default=0.0)
-        self._turned_length = max(map(self._turned_extent, self._labels), default=0.0)
+        width = self.label_texts().width
+        self._widest = max(map(width, self._labels), default=0.0)
+        line = self._metrics().height()
+        self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6))
         self.picture = None
@@ -70,10 +71,11 @@ class TokenAxis(FastAxis):
         spacing = self.label_step(pixels_per_row) * pixels_per_row
         self._fit_height(None if self._widest + 6 <= spacing else self._turned_length)
 
-    def _turned_extent(self, label: str) -> float:
-        """How far a turned label reaches below the axis: its word, then a line for the upright ␣."""
+    @staticmethod
+    def _turned_extent(label: str, width, line: float) -> float:
+        """How far a turned label reaches below the axis: its word (width), then a line for the upright ␣."""
         word = label.lstrip(SPACE_MARK)
-        return self.label_texts().width(word) + (self._metrics().height() if word != label else 0.0)
+        return width(word) + (line if word != label else 0.0)
 
     def labels(self) -> list[str]:
         return list(self._labels)
