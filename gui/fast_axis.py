@@ -61,7 +61,8 @@ class FastAxis(pg.AxisItem):
         """The axis laid out now, or the one laid out before if nothing changed since."""
         bounds = self.mapRectFromParent(self.geometry())
         linked = self.linkedView()
-        tick_bounds = bounds if linked is None or self.grid is False else linked.mapRectToItem(self, linked.boundingRect())
+        gridded = linked is not None and self.grid is not False   # grid lines run across the linked view
+        tick_bounds = linked.mapRectToItem(self, linked.boundingRect()) if gridded else bounds
         span, tick_start, tick_stop, direction = self._span(bounds, tick_bounds)
         points = [self.mapToDevice(point) for point in span]
         if None in points:
@@ -78,7 +79,8 @@ class FastAxis(pg.AxisItem):
                      for _, values in levels]
         ticks = []
         for i, at in enumerate(positions):   # major ticks first, each level shorter and fainter
-            stop = tick_stop if self.grid is not False else tick_stop + direction * self.style["tickLength"] / (i * 0.5 + 1)
+            length_here = self.style["tickLength"] / (i * 0.5 + 1)
+            stop = tick_stop if self.grid is not False else tick_stop + direction * length_here
             ticks.append((self._level_pen(i, length, len(at)), [self._tick_line(x, tick_start, stop) for x in at
                                                                 if x is not None]))
         span = self._stop_at_ticks(span, positions)

@@ -39,7 +39,7 @@ class Figure:
 
 
 FRAME_S = 1 / 60      # panels posted to draw at most once per frame
-LAYOUT_ROUNDS = 10    # a change deep in a panel climbs one layout a round up to the window, whose relayout comes back down
+LAYOUT_ROUNDS = 10    # a change deep in a panel climbs one layout a round to the window, whose relayout comes back
 _NOTHING = object()   # no trace (or selection) waits to be drawn; None is a trace: "nothing to show"
 
 
