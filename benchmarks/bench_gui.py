@@ -6,6 +6,8 @@ MAX the model's context):
   update_ms        text change -> every panel visible in the default layout repainted: the sentence
                    is set and Enter pressed (no typing debounce), and the time runs until the last
                    paint event the new trace caused has been delivered to a visible panel
+  update_cpu_ms    the main thread's CPU time over that same span (what drawing costs, without
+                   the waits a busy machine adds to update_ms)
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
                    (the window at its first-start size, 1500 x 950)
   export_all_ms    Export all, PNG + SVG, 64 tokens
@@ -19,6 +21,7 @@ Offscreen (QT_QPA_PLATFORM=offscreen) unless a display is set; window 1600 x 100
 from __future__ import annotations
 
 import argparse
+import bisect
 import importlib.util
 import json
 import os
@@ -45,7 +48,8 @@ def _offscreen() -> None:
 
 
 class PaintLog:
-    """Every paint event delivered to a widget inside a panel: (time, panel object name)."""
+    """Every paint event delivered to a widget inside a panel: its time, the main thread's CPU time
+    then, and the panel's object name."""
 
     def __init__(self, app) -> None:
         from PySide6.QtCore import QEvent, QObject
@@ -53,7 +57,8 @@ class PaintLog:
         from gui.panels.base import Panel
 
         log = self
-        self.events: list[tuple[float, str]] = []
+        self.times: list[float] = []
+        self.events: list[tuple[float, str]] = []   # (CPU time, panel)
         paint = QEvent.Type.Paint
 
         class Filter(QObject):
@@ -63,35 +68,38 @@ class PaintLog:
                     while widget is not None and not isinstance(widget, Panel):
                         widget = widget.parentWidget() if hasattr(widget, "parentWidget") else None
                     if widget is not None:
-                        log.events.append((time.perf_counter(), widget.object_name))
+                        log.times.append(time.perf_counter())
+                        log.events.append((time.thread_time(), widget.object_name))
                 return False
 
         self._filter = Filter()
         app.installEventFilter(self._filter)
 
-    def since(self, start: float) -> dict[str, float]:
-        """panel -> time of its last paint after `start`."""
-        last: dict[str, float] = {}
-        for when, name in self.events:
-            if when >= start:
-                last[name] = when
+    def since(self, start: float) -> dict[str, tuple[float, float]]:
+        """panel -> (time, CPU time) of its last paint after `start` (only the new events are read:
+        the bench asks this between every two rounds of events)."""
+        last: dict[str, tuple[float, float]] = {}
+        first = bisect.bisect_left(self.times, start)
+        for when, (cpu, name) in zip(self.times[first:], self.events[first:]):
+            last[name] = (when, cpu)
         return last
 
 
-def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> float:
+def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> tuple[float, float]:
     """Deliver events until ready() holds, every panel named has painted after `start`, and paints
-    have stopped for QUIET_S; returns when the last of those paints was delivered."""
+    have stopped for QUIET_S; returns when the last of those paints was delivered, and the main
+    thread's CPU time then."""
     deadline = time.perf_counter() + timeout
-    last_paint_end, seen = start, 0
+    last_paint_end, last_cpu, seen = start, time.thread_time(), len(log.events)
     while True:
         app.processEvents()
         now = time.perf_counter()
         if len(log.events) != seen:
             seen = len(log.events)
-            last_paint_end = now
+            last_paint_end, last_cpu = now, time.thread_time()
         painted = log.since(start)
         if ready() and panels <= painted.keys() and now - last_paint_end >= QUIET_S:
-            return last_paint_end
+            return last_paint_end, last_cpu
         if now > deadline:
             raise TimeoutError(f"no repaint of {sorted(panels - painted.keys())} in time")
         time.sleep(0.0005)
@@ -118,26 +126,29 @@ def _window(settings_file: str, backend: str = "onnx"):
     return app, controller, window
 
 
-def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dict[str, float], dict]:
-    """Median time from a text change to every visible panel repainted, per length; and the last traces."""
+def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dict[str, float], dict[str, float], dict]:
+    """Median time from a text change to every visible panel repainted, per length; the main thread's
+    median CPU time over it; and the last traces."""
     from core.bench import lengths, text_of_tokens
 
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    result, traces = {}, {}
+    result, cpu, traces = {}, {}, {}
     for key, n in lengths(controller.bundle).items():
-        times = []
+        times, cpu_times = [], []
         for run in range(repeats + 1):   # the first run warms caches and is not counted
             text = text_of_tokens(controller.bundle.tokenizer, n, shift=run)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             window.sentence_bar.setText(text)
             controller.flush()
-            end = settle(app, log, start, lambda: controller.trace is not None and controller.trace.text == text
-                         and not controller.busy() and not posted(window), visible)
+            end, end_cpu = settle(app, log, start, lambda: controller.trace is not None
+                                  and controller.trace.text == text and not controller.busy()
+                                  and not posted(window), visible)
             if run:
                 times.append((end - start) * 1000)
-        result[key] = statistics.median(times)
+                cpu_times.append((end_cpu - start_cpu) * 1000)
+        result[key], cpu[key] = statistics.median(times), statistics.median(cpu_times)
         traces[key] = controller.trace
-    return result, traces
+    return result, cpu, traces
 
 
 def grid_ms(app, window, traces: dict, repeats: int) -> dict[str, float]:
@@ -255,7 +266,7 @@ def run(repeats: int = 7) -> dict:
         # residual + head sweeps of a 16-token pair, one ORT thread (the 2-thread pool fights the UI)
         sweep = bench_patch_sweep(OnnxRunner(controller.bundle, threads=1), 16, repeats)
         result["patch_sweep_ms"] = {"16": sweep["patch_sweep_ms.16"]}
-        result["update_ms"], traces = update_ms(app, controller, window, log, repeats)
+        result["update_ms"], result["update_cpu_ms"], traces = update_ms(app, controller, window, log, repeats)
         result["rss_mb"] = bench.resident_mb()
         glassbox_grid = grid_ms(app, window, traces, repeats)
         size = window.panel("attention").grid.size()

@@ -225,8 +225,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 switch.set_on(on)
                 self.switched_off[layer][head].setVisible(not on)
             all_off = not (head_mask[layer] != 0).any()
-            self.layer_names[layer].setColor(OFF_COLOUR if all_off else QColor("black"))
-            self.layer_names[layer].setText(f"L{layer} off" if all_off else f"L{layer}")
+            name, text = self.layer_names[layer], f"L{layer} off" if all_off else f"L{layer}"
+            if name.toPlainText() != text:   # a TextItem lays itself out again at every setText / setColor
+                name.setColor(OFF_COLOUR if all_off else QColor("black"))
+                name.setText(text)
 
     def set_badges(self, badges: list[list[tuple[str, ...]]], role_text: list[list[str]]) -> None:
         """Each head's role badges ([L][H] short names) and the scores its tooltip gives."""

@@ -190,7 +190,8 @@ class NextTokenPanel(Panel):
 
     def draw(self) -> None:
         self.position = self.selection.query_index(self.trace.n_tokens)
-        self.top_k.setMaximum(self.trace.config.vocab_size)
+        if self.top_k.maximum() != self.trace.config.vocab_size:   # setting it, even unchanged, relays the window out
+            self.top_k.setMaximum(self.trace.config.vocab_size)
         self._redraw_chart()
         self._show_effect()
 
