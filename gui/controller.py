@@ -133,9 +133,16 @@ class _StoppableRunner:
         return self.runner.run(ids, **interventions)
 
 
-def probe_scores(runners: Runners, backend: str, *, checkpoint: Checkpoint = no_checkpoint):
-    """Every head's role scores on the bundle's fixed probe (core.head_roles.probe_roles), stoppable."""
-    return probe_roles(_StoppableRunner(runners.get(backend), checkpoint))
+def probe_scores(runners: Runners, *, checkpoint: Checkpoint = no_checkpoint):
+    """Every head's role scores on the bundle's fixed probe (core.head_roles.probe_roles), stoppable.
+
+    On ONNX Runtime when it starts (fast); where it cannot (a graph this onnxruntime refuses, while the
+    user works on the NumPy reference), on NumPy: the probe is the bundle's, either runner gives it."""
+    try:
+        runner = runners.get("onnx")
+    except Exception:   # noqa: BLE001 - whatever stops ORT from starting, the reference can still answer
+        runner = runners.get("numpy")
+    return probe_roles(_StoppableRunner(runner, checkpoint))
 
 
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
@@ -735,10 +742,10 @@ class Controller(QObject):
                     asked.set_probe(roles)
 
         def failed(message: str) -> None:
-            self._probe_asked, self._probe_waiting = None, []
-            self._report_error(message)
+            self._probe_waiting = []   # _probe_asked stays: asking again at every draw would fail again
+            self._report_error(f"head roles: the probe could not run: {message}")
 
-        job = _Job(partial(probe_scores, self._runners_for_experiments(), "onnx"), answer, failed,
+        job = _Job(partial(probe_scores, self._runners_for_experiments()), answer, failed,
                    lambda: bundle is not self.bundle, counts_as_busy=False)
         # Asked from inside a panel's draw: started once the paints that draw posted are done, so that its
         # session and runs do not compete with the first picture of a sentence (at start-up, for a core)
