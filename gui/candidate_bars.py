@@ -11,6 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import QWidget
 
 from core.sampling import Candidates
 from gui import plotting
@@ -28,6 +29,18 @@ RAW_BAR_HEIGHT = 0.8                   # in rows
 AFTER_BAR_HEIGHT = 0.38
 
 
+ROW_PX = 18          # a 9 pt row label and a little air: below this the axis drops every other rank
+LABELLED_ROWS = 20   # rows that always get their own label; beyond, the axis thins them (50 bars: no 1,000 px page)
+
+
+def legible_rows_height(view: QWidget, rows: int, chrome: int) -> None:
+    """ROW_PX a row up to LABELLED_ROWS (chrome: title and axis), so those rows keep their labels; the page
+    scrolls instead of squeezing them."""
+    height = max(160, min(rows, LABELLED_ROWS) * ROW_PX + chrome)
+    if view.minimumHeight() != height:   # a new minimum relays out the window: only when it changes
+        view.setMinimumHeight(height)
+
+
 class CandidateBars(pg.PlotWidget):
     sigRowChosen = Signal(int)       # a row clicked, its rank key pressed, or Enter on the highlighted row
     sigRowHovered = Signal(object)   # the row under the mouse, or None
@@ -38,7 +51,6 @@ class CandidateBars(pg.PlotWidget):
         self.rows = 0
         self.cursor_row = 0              # the row Enter chooses
         self._keyboard_used = False      # the cursor row is highlighted only after arrow keys
-        self.setMinimumHeight(160)
         self.setFocusPolicy(Qt.StrongFocus)  # so 1–9 and Enter reach it
         plot = self.getPlotItem()
         plot.invertY(True)                   # rank 1 on top
@@ -64,6 +76,7 @@ class CandidateBars(pg.PlotWidget):
         """c's rows as bars (x in percent, like the labels); left / right: each row's labels."""
         plot = self.getPlotItem()
         self.rows = 0 if c is None else len(c.ids)
+        legible_rows_height(self, self.rows, chrome=50)
         self.cursor_row = min(self.cursor_row, max(0, self.rows - 1))
         if c is None:
             for item in (self.cursor_band, self.raw_bars, self.after_bars):

@@ -10,6 +10,7 @@ import pyqtgraph as pg
 from PySide6.QtGui import QColor
 
 from core.experiment_runs import NextTokenChange
+from gui.candidate_bars import legible_rows_height
 from gui.token_axis import TokenAxis
 
 FULL_COLOUR = QColor("#9a9a9a")        # the full model
@@ -33,11 +34,11 @@ class InterventionEffectView(pg.PlotWidget):
         self.after_bars = pg.BarGraphItem(x0=[], y=[], width=[], height=BAR_HEIGHT, brush=INTERVENED_COLOUR, pen=None)
         plot.addItem(self.full_bars)
         plot.addItem(self.after_bars)
-        self.setMinimumHeight(140)
 
     def show_change(self, change: NextTokenChange, pieces: list[str]) -> None:
         """pieces: the readable piece of each of change.ids."""
         self.change = change
+        legible_rows_height(self, len(change.ids), chrome=70)
         rows = np.arange(len(change.ids), dtype=float)
         self.full_bars.setOpts(x0=np.zeros_like(rows), y=rows - BAR_HEIGHT / 2, width=change.p_full * 100)
         self.after_bars.setOpts(x0=np.zeros_like(rows), y=rows + BAR_HEIGHT / 2, width=change.p_intervened * 100)

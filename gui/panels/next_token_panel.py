@@ -18,6 +18,7 @@ from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
+from gui.figure_frame import scrolling
 from gui.figure_pages import ink, page_background
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
@@ -68,7 +69,7 @@ class NextTokenPanel(Panel):
         layout.addWidget(self.figure_box, 1)
         layout.addLayout(controls)
         layout.addLayout(actions)
-        self.set_content(page)
+        self.set_content(scrolling(page))   # with the before/after chart too, both keep a label per row
         self.refresh()
 
     # ---------------------------------------------------------------- building (once)

@@ -282,3 +282,20 @@ def test_candidate_labels_draw_with_the_bundled_cjk_font(panel):
     family = register_fonts()
     for side in ("left", "right"):
         assert family in panel.chart.getPlotItem().getAxis(side).style["tickFont"].families()
+
+
+def test_a_short_dock_scrolls_instead_of_dropping_rank_labels(panel, bundle, english_trace, qtbot):
+    """With interventions on, the before/after chart joins the page: both keep a label per row."""
+    mask = np.ones((bundle.config.num_hidden_layers, bundle.config.num_attention_heads), dtype=np.float32)
+    mask[-1] = 0
+    intervened = analyse(NumpyRunner(bundle), "The cat sat on the mat and looked at the", head_mask=mask)
+    panel.resize(560, 420)
+    panel.bar_count.setValue(10)
+    panel.set_trace(intervened)
+    panel.set_variant("full", english_trace)
+    qtbot.wait(10)
+    for view, rows in ((panel.chart, 10), (panel.effect, len(panel.effect.change.ids))):
+        plot = view.getPlotItem()
+        low, high = plot.vb.viewRange()[1]
+        ((_, values),) = plot.getAxis("left").tickValues(low, high, plot.vb.height())
+        assert len(values) == rows, type(view).__name__
