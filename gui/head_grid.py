@@ -25,6 +25,7 @@ from gui.fonts import ui_font
 from gui.heatmap import PickableImage, cosmetic_pen
 
 GAP = 0.12                          # space between thumbnails, in thumbnail widths
+RANGE_PADDING = 0.01                # the view's margin around the grid, a share of its range each side
 MARK_COLOUR = QColor(230, 30, 60)   # the selected head's outline
 SWITCH_SIZE = 0.22                  # the on/off box, in thumbnail widths
 ON_COLOUR, OFF_COLOUR = QColor(20, 130, 60), QColor(200, 30, 40)
@@ -248,11 +249,16 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self._range = ((-0.5, num_heads * step - GAP), (-0.42, num_layers * step - GAP))
         self._fit_range()
 
+    def shown_units(self) -> tuple[float, float]:
+        """The width and height the view shows, in thumbnail widths (names, gaps and padding included)."""
+        (x0, x1), (y0, y1) = self._range or ((0.0, 1.0), (0.0, 1.0))
+        return (x1 - x0) * (1 + 2 * RANGE_PADDING), (y1 - y0) * (1 + 2 * RANGE_PADDING)
+
     def _fit_range(self) -> None:
         """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise)."""
         if self._range is not None:
             (x0, x1), (y0, y1) = self._range
-            self.view.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.01)
+            self.view.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=RANGE_PADDING)
 
     def _thumbnail(self, layer: int, head: int) -> Thumbnail:
         image = Thumbnail()

@@ -46,7 +46,7 @@ class TokenAxis(pg.AxisItem):
         self._widest = max(map(self._text_width, self._labels), default=0.0)
         self._turned_length = max(map(self._turned_extent, self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
-            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6))
+            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth()))
         self.picture = None
         self._fit_to_labels()
         self.update()
@@ -68,6 +68,11 @@ class TokenAxis(pg.AxisItem):
         pixels_per_row = self.geometry().width() / max(high - low, 1e-9)
         spacing = self.label_step(pixels_per_row) * pixels_per_row
         self._fit_height(None if self._widest + 6 <= spacing else self._turned_length)
+
+    def _title_depth(self) -> float:
+        """The room the axis title takes beside the labels (as pyqtgraph reserves it when it sizes the axis
+        itself): without it the longest labels run under the title, or off the page's edge."""
+        return self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
 
     def _turned_extent(self, label: str) -> float:
         """How far a turned label reaches below the axis: its word, then a line for the upright ␣."""
