@@ -97,10 +97,9 @@ def heatmap_page(rows: int, cols: int, left: int = 130, right: int = 120, top: i
 def grid_page(grid, tokens: int) -> QSize:
     """A layer × head grid (gui.head_grid.HeadGrid) of square thumbnails, each showing tokens × tokens cells:
     thumbnails 8 px a token (110-220 px), smaller when the grid would pass MAX_PAGE_WIDTH."""
-    units_w, units_h = grid.shown_units()
     thumb = max(110.0, min(220.0, 8.0 * tokens))
-    thumb = min(thumb, MAX_PAGE_WIDTH / units_w)
-    return fit_view(grid, grid.view, QSizeF(units_w * thumb, units_h * thumb))
+    thumb = min(thumb, thumb * MAX_PAGE_WIDTH / grid.content_size(thumb).width())
+    return fit_view(grid, grid.view, grid.content_size(thumb))
 
 
 def natural_height(widget: QWidget, width: int) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRectF, QSizeF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 
 from core.attention_view import AttentionScale, causal_mask
@@ -26,6 +26,7 @@ from gui.heatmap import PickableImage, cosmetic_pen
 
 GAP = 0.12                          # space between thumbnails, in thumbnail widths
 RANGE_PADDING = 0.01                # the view's margin around the grid, a share of its range each side
+NAME_ROOM = (44.0, 24.0)            # pixels left of the thumbnails ("L0 off") and above them ("H0")
 MARK_COLOUR = QColor(230, 30, 60)   # the selected head's outline
 SWITCH_SIZE = 0.22                  # the on/off box, in thumbnail widths
 ON_COLOUR, OFF_COLOUR = QColor(20, 130, 60), QColor(200, 30, 40)
@@ -145,7 +146,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self._over_thumbnail: tuple[int, int] | None = None   # the thumbnail under the mouse
         self._tip_owner: tuple | None = None                  # what the tooltip shown is about
         self.scale: AttentionScale | None = None
-        self._range: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y) view range
+        self._extent: tuple[float, float] | None = None   # (width, height) of the thumbnails, in thumbnail widths
         self.view.sigResized.connect(self._fit_range)
 
     @staticmethod
@@ -245,20 +246,28 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             name.setPos(h * step + 0.5, -0.03)
             self.view.addItem(name)
             self._names.append(name)
-        # Room for the names (TextItems keep their pixel size; "L0 off" when a layer is off), as little as needed.
-        self._range = ((-0.5, num_heads * step - GAP), (-0.42, num_layers * step - GAP))
+        self._extent = (num_heads * step - GAP, num_layers * step - GAP)
         self._fit_range()
 
-    def shown_units(self) -> tuple[float, float]:
-        """The width and height the view shows, in thumbnail widths (names, gaps and padding included)."""
-        (x0, x1), (y0, y1) = self._range or ((0.0, 1.0), (0.0, 1.0))
-        return (x1 - x0) * (1 + 2 * RANGE_PADDING), (y1 - y0) * (1 + 2 * RANGE_PADDING)
+    def content_size(self, thumb: float) -> QSizeF:
+        """The pixels the view needs to show every thumbnail `thumb` pixels wide, with room for the names."""
+        width, height = self._extent or (1.0, 1.0)
+        grow = 1 + 2 * RANGE_PADDING
+        return QSizeF((width * thumb + NAME_ROOM[0]) * grow, (height * thumb + NAME_ROOM[1]) * grow)
 
     def _fit_range(self) -> None:
-        """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise)."""
-        if self._range is not None:
-            (x0, x1), (y0, y1) = self._range
-            self.view.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=RANGE_PADDING)
+        """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise).
+
+        The names are TextItems, drawn at their pixel size: their room is pixels too (NAME_ROOM), so a large
+        grid (an exported page) has no wide empty band above its thumbnails or beside them."""
+        if self._extent is None:
+            return
+        width, height = self._extent
+        grow = 1 + 2 * RANGE_PADDING
+        thumb = max(1.0, min((self.view.width() / grow - NAME_ROOM[0]) / width,
+                             (self.view.height() / grow - NAME_ROOM[1]) / height))
+        self.view.setRange(xRange=(-NAME_ROOM[0] / thumb, width), yRange=(-NAME_ROOM[1] / thumb, height),
+                           padding=RANGE_PADDING)
 
     def _thumbnail(self, layer: int, head: int) -> Thumbnail:
         image = Thumbnail()

@@ -47,6 +47,8 @@ class TokenAxis(pg.AxisItem):
         self._turned_length = max(map(self._turned_extent, self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth()))
+        else:   # pyqtgraph learns the labels' height only while painting: an export paints once, too late
+            self._updateMaxTextSize(math.ceil(self._metrics().height()))
         self.picture = None
         self._fit_to_labels()
         self.update()
