@@ -53,17 +53,22 @@ def fit_view(widget: QWidget, view: QGraphicsWidget, content: QSizeF, rounds: in
     token widens an axis, labels turned upright deepen one) and on the width (a caption wraps), so a
     few rounds of lay out, measure, resize settle it. The widget's least size (its layout's) may make it larger.
     """
-    size = QSize(PAGE_WIDTH, PAGE_HEIGHT)
+    size = _around(widget, view, content)   # a first guess from the layout the widget has now
     for _ in range(rounds):
         _resize_and_settle(widget, size)
-        box = view.sceneBoundingRect()   # a graphics view draws its scene 1:1: scene pixels are widget pixels
-        wanted = QSize(math.ceil(widget.width() - box.width() + content.width()),
-                       math.ceil(widget.height() - box.height() + content.height()))
-        wanted = wanted.expandedTo(least_size(widget, wanted.width()))   # below it, children overflow
+        wanted = _around(widget, view, content)
         if wanted == size:
             break
         size = wanted
     return size
+
+
+def _around(widget: QWidget, view: QGraphicsWidget, content: QSizeF) -> QSize:
+    """The widget's size with `view` at `content`, the rest of the widget as it is laid out now."""
+    box = view.sceneBoundingRect()   # a graphics view draws its scene 1:1: scene pixels are widget pixels
+    wanted = QSize(math.ceil(widget.width() - box.width() + content.width()),
+                   math.ceil(widget.height() - box.height() + content.height()))
+    return wanted.expandedTo(least_size(widget, wanted.width()))   # below it, children overflow
 
 
 def least_size(widget: QWidget, width: int) -> QSize:
