@@ -6,7 +6,10 @@ MAX the model's context):
   update_ms        text change -> every panel visible in the default layout repainted: the sentence
                    is set and Enter pressed (no typing debounce), and the time runs until the last
                    paint event the new trace caused has been delivered to a visible panel
+  update_cpu_ms    the main thread's CPU time over that same span (what drawing costs, without
+                   the waits a busy machine adds to update_ms)
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
+                   (the window at its first-start size, 1500 x 950)
   export_all_ms    Export all, PNG + SVG, 64 tokens
   batch_export_ms_per_text  `main.py export --texts` with 20 sentences, the attention_head PNG (per sentence)
   rss_mb           resident memory after the update runs
@@ -18,6 +21,7 @@ Offscreen (QT_QPA_PLATFORM=offscreen) unless a display is set; window 1600 x 100
 from __future__ import annotations
 
 import argparse
+import bisect
 import importlib.util
 import json
 import os
@@ -44,7 +48,8 @@ def _offscreen() -> None:
 
 
 class PaintLog:
-    """Every paint event delivered to a widget inside a panel: (time, panel object name)."""
+    """Every paint event delivered to a widget inside a panel: its time, the main thread's CPU time
+    then, and the panel's object name."""
 
     def __init__(self, app) -> None:
         from PySide6.QtCore import QEvent, QObject
@@ -52,7 +57,8 @@ class PaintLog:
         from gui.panels.base import Panel
 
         log = self
-        self.events: list[tuple[float, str]] = []
+        self.times: list[float] = []
+        self.events: list[tuple[float, str]] = []   # (CPU time, panel)
         paint = QEvent.Type.Paint
 
         class Filter(QObject):
@@ -62,35 +68,38 @@ class PaintLog:
                     while widget is not None and not isinstance(widget, Panel):
                         widget = widget.parentWidget() if hasattr(widget, "parentWidget") else None
                     if widget is not None:
-                        log.events.append((time.perf_counter(), widget.object_name))
+                        log.times.append(time.perf_counter())
+                        log.events.append((time.thread_time(), widget.object_name))
                 return False
 
         self._filter = Filter()
         app.installEventFilter(self._filter)
 
-    def since(self, start: float) -> dict[str, float]:
-        """panel -> time of its last paint after `start`."""
-        last: dict[str, float] = {}
-        for when, name in self.events:
-            if when >= start:
-                last[name] = when
+    def since(self, start: float) -> dict[str, tuple[float, float]]:
+        """panel -> (time, CPU time) of its last paint after `start` (only the new events are read:
+        the bench asks this between every two rounds of events)."""
+        last: dict[str, tuple[float, float]] = {}
+        first = bisect.bisect_left(self.times, start)
+        for when, (cpu, name) in zip(self.times[first:], self.events[first:]):
+            last[name] = (when, cpu)
         return last
 
 
-def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> float:
+def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> tuple[float, float]:
     """Deliver events until ready() holds, every panel named has painted after `start`, and paints
-    have stopped for QUIET_S; returns when the last of those paints was delivered."""
+    have stopped for QUIET_S; returns when the last of those paints was delivered, and the main
+    thread's CPU time then."""
     deadline = time.perf_counter() + timeout
-    last_paint_end, seen = start, 0
+    last_paint_end, last_cpu, seen = start, time.thread_time(), len(log.events)
     while True:
         app.processEvents()
         now = time.perf_counter()
         if len(log.events) != seen:
             seen = len(log.events)
-            last_paint_end = now
+            last_paint_end, last_cpu = now, time.thread_time()
         painted = log.since(start)
         if ready() and panels <= painted.keys() and now - last_paint_end >= QUIET_S:
-            return last_paint_end
+            return last_paint_end, last_cpu
         if now > deadline:
             raise TimeoutError(f"no repaint of {sorted(panels - painted.keys())} in time")
         time.sleep(0.0005)
@@ -117,26 +126,29 @@ def _window(settings_file: str, backend: str = "onnx"):
     return app, controller, window
 
 
-def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dict[str, float], dict]:
-    """Median time from a text change to every visible panel repainted, per length; and the last traces."""
+def update_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[dict[str, float], dict[str, float], dict]:
+    """Median time from a text change to every visible panel repainted, per length; the main thread's
+    median CPU time over it; and the last traces."""
     from core.bench import lengths, text_of_tokens
 
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    result, traces = {}, {}
+    result, cpu, traces = {}, {}, {}
     for key, n in lengths(controller.bundle).items():
-        times = []
+        times, cpu_times = [], []
         for run in range(repeats + 1):   # the first run warms caches and is not counted
             text = text_of_tokens(controller.bundle.tokenizer, n, shift=run)
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             window.sentence_bar.setText(text)
             controller.flush()
-            end = settle(app, log, start, lambda: controller.trace is not None and controller.trace.text == text
-                         and not controller.busy() and not posted(window), visible)
+            end, end_cpu = settle(app, log, start, lambda: controller.trace is not None
+                                  and controller.trace.text == text and not controller.busy()
+                                  and not posted(window), visible)
             if run:
                 times.append((end - start) * 1000)
-        result[key] = statistics.median(times)
+                cpu_times.append((end_cpu - start_cpu) * 1000)
+        result[key], cpu[key] = statistics.median(times), statistics.median(cpu_times)
         traces[key] = controller.trace
-    return result, traces
+    return result, cpu, traces
 
 
 def grid_ms(app, window, traces: dict, repeats: int) -> dict[str, float]:
@@ -180,44 +192,52 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float
 
 
 def startup_probe(settings_file: str) -> int:
-    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (open_main_window),
-    with its first sentence; print one line once every visible panel has painted it, and exit."""
-    start = time.perf_counter()
+    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (gui.app first, then
+    open_main_window) with its first sentence, at the window's own first-start size (nothing resizes a
+    window just shown); once every visible panel has painted it, print "painted" and the
+    time.perf_counter() of the last of those paints, and exit."""
     _offscreen()
+    from gui.app import FIRST_SENTENCE, application, open_main_window   # the model code, then Qt, as main.py
     _quiet_qt_warnings()
     from PySide6.QtCore import QSettings
 
     from core.bundle import load_bundle
-    from gui.app import FIRST_SENTENCE, application, open_main_window
     from gui.controller import Controller
 
     app = application()
     controller = Controller(load_bundle(None), "onnx")
     window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
-    window.resize(*WINDOW_SIZE)
     log = PaintLog(app)
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    settle(app, log, start, lambda: controller.trace is not None and not controller.busy() and not posted(window),
-           visible)
-    print("painted", flush=True)
+    last_paint = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
+                        and not posted(window), visible)
+    print(f"painted {last_paint!r}", flush=True)
     os._exit(0)   # the parent has its number; tearing Qt down is not part of it
 
 
 def startup_ms(repeats: int) -> float:
-    """Fresh process start -> the first analysed sentence painted (see startup_probe)."""
-    times = []
-    for _ in range(repeats):
-        with tempfile.TemporaryDirectory() as folder:
-            start = time.perf_counter()
-            child = subprocess.Popen([sys.executable, __file__, "--startup-probe", str(Path(folder) / "s.ini")],
-                                     stdout=subprocess.PIPE, text=True, cwd=ROOT)
-            line = child.stdout.readline()
-            elapsed = (time.perf_counter() - start) * 1000
-            child.wait()
-            if line.strip() != "painted":
-                raise RuntimeError("the startup probe did not paint its first sentence")
-            times.append(elapsed)
-    return statistics.median(times)
+    """Fresh process start -> the first analysed sentence painted (see startup_probe). Both ends are
+    time.perf_counter(), which counts from one system-wide clock in every process (CLOCK_MONOTONIC on Linux).
+
+    The probes keep their compiled modules in a folder of their own (PYTHONPYCACHEPREFIX, written even where
+    PYTHONDONTWRITEBYTECODE is set), filled by one start that is not counted: an installed app starts from
+    compiled modules, and compiling the project's sources on every start would be timed otherwise."""
+    with tempfile.TemporaryDirectory() as folder:
+        env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPYCACHEPREFIX"] = str(Path(folder) / "pycache")
+        times = [_startup_once(Path(folder) / f"s{run}.ini", env) for run in range(repeats + 1)]
+    return statistics.median(times[1:])
+
+
+def _startup_once(settings_file: Path, env: dict[str, str]) -> float:
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, __file__, "--startup-probe", str(settings_file)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    word, _, last_paint = child.stdout.readline().partition(" ")
+    child.wait()
+    if word != "painted":
+        raise RuntimeError("the startup probe did not paint its first sentence")
+    return (float(last_paint) - start) * 1000
 
 
 def _quiet_qt_warnings() -> None:
@@ -246,7 +266,7 @@ def run(repeats: int = 7) -> dict:
         # residual + head sweeps of a 16-token pair, one ORT thread (the 2-thread pool fights the UI)
         sweep = bench_patch_sweep(OnnxRunner(controller.bundle, threads=1), 16, repeats)
         result["patch_sweep_ms"] = {"16": sweep["patch_sweep_ms.16"]}
-        result["update_ms"], traces = update_ms(app, controller, window, log, repeats)
+        result["update_ms"], result["update_cpu_ms"], traces = update_ms(app, controller, window, log, repeats)
         result["rss_mb"] = bench.resident_mb()
         glassbox_grid = grid_ms(app, window, traces, repeats)
         size = window.panel("attention").grid.size()

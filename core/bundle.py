@@ -17,6 +17,8 @@ at a size a file asks for. Each step is cheap next to the one after it:
      and the two agreeing within core.parity's tolerances (this catches config values the graph
      does not share, such as rope_theta or rms_norm_eps when the metadata is stripped).
 Any failure is one BundleError naming the file and the problem; nothing is ever unpickled.
+The two slow checks, the ONNX checker and the dry run, are skipped for a bundle that passed them
+before with the same files, code and libraries (core.validation_cache); the others run on every open.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from core import validation_cache
 from core.atomic import atomic_write_bytes
 from core.config import ModelConfig
 from core.model import weight_shapes
@@ -87,13 +90,30 @@ def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
         bundle_file(root, name)
     config = _load_config(root)
     limit = model_bytes_limit(config)
-    model = _load_onnx(root, limit)
+    graph = bundle_file(root, MODEL_FILE, max_bytes=limit).read_bytes()
+    model, external, mapped = _load_onnx(root, graph, limit)
+    # the graph as read, unless external data was read into it (a real model's stays mapped)
+    model_bytes = model.SerializeToString() if external and not mapped else graph
+    key = _validation_key(root, model_bytes, [source for _, source, _, _ in external] if mapped else [])
+    checked_before = validation_cache.passed(key)
+    if not mapped and not checked_before:
+        _check_onnx(root / MODEL_FILE, model)
     weights = _load_weights(root, model, config)
     tokenizer = _load_tokenizer(root, config)
-    bundle = Bundle(root, config, tokenizer, weights, model.SerializeToString(), _read_card(root))
-    _dry_run(bundle)
+    bundle = Bundle(root, config, tokenizer, weights, model_bytes, _read_card(root))
+    if not checked_before:
+        _dry_run(bundle)
+        validation_cache.remember(key)
     release_pages(weights)
     return bundle
+
+
+def _validation_key(root: Path, model_bytes: bytes, mapped_files: list[Path]) -> str:
+    """core.validation_cache's key: the graph, config.json and the tokenizer files; mapped data by its stat."""
+    texts = [bundle_file(root, CONFIG_FILE), bundle_file(root, TOKENIZER_FILE)]
+    if (root / TOKENIZER_CONFIG_FILE).exists() or (root / TOKENIZER_CONFIG_FILE).is_symlink():
+        texts.append(bundle_file(root, TOKENIZER_CONFIG_FILE, max_bytes=MAX_CARD_BYTES))
+    return validation_cache.bundle_key([model_bytes] + [path.read_bytes() for path in texts], mapped_files)
 
 
 # ---------------------------------------------------------------- files and budgets
@@ -189,27 +209,32 @@ def model_bytes_limit(config: ModelConfig) -> int:
 
 # ---------------------------------------------------------------- model.onnx
 
-def _load_onnx(root: Path, limit: int) -> onnx.ModelProto:
-    path = bundle_file(root, MODEL_FILE, max_bytes=limit)
+def _load_onnx(root: Path, graph: bytes, limit: int) -> tuple[onnx.ModelProto, list, bool]:
+    """model.onnx's bytes parsed, its ops and external data checked: (model, external tensors, whether that data
+    stays mapped). Small external data is read into the model here."""
+    path = root / MODEL_FILE
     try:
-        model = onnx.load(str(path), load_external_data=False)
+        model = onnx.load_from_string(graph)
     except Exception as exc:  # protobuf and onnx raise several unrelated types for a broken file
         raise BundleError(f"{path}: not an ONNX model, or truncated ({type(exc).__name__})") from None
     if not model.graph.node:
         raise BundleError(f"{path}: not an ONNX model (no graph in it), or truncated")
     _check_domains(path, model)
-    external = check_external_data(root, model, limit - path.stat().st_size)
-    if sum(nbytes for *_, nbytes in external) <= MAX_READ_EXTERNAL_BYTES:
-        _read_external_data(external)
-    else:  # a real model's weights stay on disk at the locations checked above: read_weights maps them and
+    external = check_external_data(root, model, limit - len(graph))
+    if sum(nbytes for *_, nbytes in external) > MAX_READ_EXTERNAL_BYTES:
+        # a real model's weights stay on disk at the locations checked above: read_weights maps them and
         # onnxruntime reads them from the bundle folder. The checker would resolve those paths itself
         # (refusing in-bundle symlinks), so it is not run; the signature checks and the dry run remain.
-        return model
+        return model, external, True
+    _read_external_data(external)
+    return model, external, False
+
+
+def _check_onnx(path: Path, model: onnx.ModelProto) -> None:
     try:
         onnx.checker.check_model(model, full_check=True)
     except Exception as exc:  # the checker raises several unrelated types for a broken graph
         raise BundleError(f"{path}: the ONNX checker rejects it: {first_line(exc)}") from None
-    return model
 
 
 def first_line(exc: BaseException) -> str:
@@ -462,6 +487,7 @@ def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mappin
 
     external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
     """
+    config.validate()   # before anything is written: config.json must describe these weights exactly
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     model = build_model(config, weights, folder / DATA_FILE if external_data else None)

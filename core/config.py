@@ -6,7 +6,8 @@ options that tell the family members apart are fields here:
 
   dense SwiGLU MLP (``mlp.gate_proj/up_proj/down_proj``) or a mixture of experts (Mixtral only;
   a dense model has num_local_experts = num_experts_per_tok = 0), q/k/v biases (Qwen2; Llama and
-  Qwen3 with attention_bias also bias o_proj), per-head q/k RMSNorm (Qwen3), an explicit head_dim,
+  Qwen3 with attention_bias also bias o_proj; no other pair can be written, see BIASES), per-head
+  q/k RMSNorm (Qwen3), an explicit head_dim,
   RoPE scaling (llama3, linear), a sliding attention window (Mistral), tied embeddings, GQA.
 """
 from __future__ import annotations
@@ -18,15 +19,26 @@ from pathlib import Path
 from typing import Any
 
 SHIPPED_ARCHITECTURE = "MixtralForCausalLM"
-# architecture -> (model_type, mixture of experts, fixed q/k/v bias, per-head q/k norm, default rope_theta)
-FAMILY: dict[str, tuple[str, bool, bool, bool, float]] = {
-    "LlamaForCausalLM": ("llama", False, False, False, 10000.0),
-    "MistralForCausalLM": ("mistral", False, False, False, 10000.0),
-    "MixtralForCausalLM": ("mixtral", True, False, False, 1e6),
-    "Qwen2ForCausalLM": ("qwen2", False, True, False, 10000.0),
-    "Qwen3ForCausalLM": ("qwen3", False, False, True, 10000.0),
+# architecture -> (model_type, mixture of experts, per-head q/k norm, default rope_theta)
+FAMILY: dict[str, tuple[str, bool, bool, float]] = {
+    "LlamaForCausalLM": ("llama", False, False, 10000.0),
+    "MistralForCausalLM": ("mistral", False, False, 10000.0),
+    "MixtralForCausalLM": ("mixtral", True, False, 1e6),
+    "Qwen2ForCausalLM": ("qwen2", False, False, 10000.0),
+    "Qwen3ForCausalLM": ("qwen3", False, True, 10000.0),
 }
 ROPE_TYPES = ("default", "linear", "llama3")
+# architecture -> the (q/k/v bias, o_proj bias) pairs its config.json can state, as transformers builds
+# them: without attention_bias first, with it last. Llama's and Qwen3's attention_bias biases all four
+# projections, Qwen2 always biases q/k/v and never o_proj, Mistral and Mixtral have none (attention_bias
+# is ignored). Any other pair would be read back from config.json as a different model.
+BIASES: dict[str, tuple[tuple[bool, bool], ...]] = {
+    "LlamaForCausalLM": ((False, False), (True, True)),
+    "MistralForCausalLM": ((False, False),),
+    "MixtralForCausalLM": ((False, False),),
+    "Qwen2ForCausalLM": ((True, False),),
+    "Qwen3ForCausalLM": ((False, False), (True, True)),
+}
 _CORE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
               "rms_norm_eps", "max_position_embeddings")
 _MOE_KEYS = ("num_local_experts", "num_experts_per_tok")
@@ -116,6 +128,13 @@ class ModelConfig:
             raise ValueError("config.json: num_attention_heads must be a multiple of num_key_value_heads")
         if self.num_experts_per_tok > self.num_local_experts:
             raise ValueError("config.json: num_experts_per_tok must not exceed num_local_experts")
+        if (self.qkv_bias, self.o_bias) not in BIASES[self.architecture]:
+            can = " or ".join(_biases_text(*pair) for pair in BIASES[self.architecture])
+            raise ValueError(f"config.json: a {self.architecture} with {_biases_text(self.qkv_bias, self.o_bias)} "
+                             f"cannot be written (its config.json states {can})")
+        if self.qk_norm != FAMILY[self.architecture][2]:   # fixed by the architecture: no key states it
+            raise ValueError(f"config.json: a {self.architecture} {'without' if not self.qk_norm else 'with'} "
+                             f"per-head q/k RMSNorm cannot be written (only Qwen3ForCausalLM has it, always)")
         rope_type = self.rope_scaling_dict.get("rope_type", "default")
         if rope_type not in ROPE_TYPES:
             raise ValueError(f"config.json: rope scaling type {rope_type!r} is not supported "
@@ -132,8 +151,8 @@ class ModelConfig:
             own.update({k: getattr(self, k) for k in _MOE_KEYS})
         if self.explicit_head_dim:
             own["head_dim"] = self.explicit_head_dim
-        if self.architecture in ("LlamaForCausalLM", "Qwen3ForCausalLM") and self.qkv_bias:
-            own["attention_bias"] = self.qkv_bias
+        if self.o_bias:   # only Llama and Qwen3 have one (BIASES): their attention_bias biases all four
+            own["attention_bias"] = True
         if self.rope_scaling:
             own["rope_scaling"] = self.rope_scaling_dict
         if self.sliding_window:
@@ -155,7 +174,7 @@ class ModelConfig:
         if missing:
             raise ValueError(f"config.json: missing key(s) {', '.join(missing)}")
         _refuse_unsupported(data, architecture)
-        rope_theta, rope_scaling = _rope(data, FAMILY[architecture][4])
+        rope_theta, rope_scaling = _rope(data, FAMILY[architecture][3])
         values: dict[str, Any] = {name: data[name] for name in required if name not in ("rope_theta",)}
         values["rope_theta"] = rope_theta
         values.setdefault("num_key_value_heads", data.get("num_key_value_heads") or data["num_attention_heads"])
@@ -164,13 +183,11 @@ class ModelConfig:
             values.update(num_local_experts=0, num_experts_per_tok=0)
         values = {name: _typed(name, raw) for name, raw in values.items()}
         attention_bias = _typed("attention_bias", data.get("attention_bias", False))
-        fixed_qkv_bias, qk_norm = FAMILY[architecture][2], FAMILY[architecture][3]
+        qkv_bias, o_bias = BIASES[architecture][-1 if attention_bias else 0]
         head_dim = data.get("head_dim")
         config = cls(**values, architecture=architecture,
                      explicit_head_dim=_typed("head_dim", head_dim) if head_dim is not None else 0,
-                     qkv_bias=fixed_qkv_bias or attention_bias,
-                     o_bias=attention_bias and architecture in ("LlamaForCausalLM", "Qwen3ForCausalLM"),
-                     qk_norm=qk_norm, rope_scaling=rope_scaling,
+                     qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=FAMILY[architecture][2], rope_scaling=rope_scaling,
                      sliding_window=_sliding_window(data, architecture), source=json.dumps(data))
         if config.explicit_head_dim * config.num_attention_heads == config.hidden_size:
             config = replace(config, explicit_head_dim=0)  # stated, but the usual value: nothing to record
@@ -194,6 +211,11 @@ class ModelConfig:
         if not isinstance(data, dict):
             raise ValueError(f"{name}: expected a JSON object")
         return cls.from_dict(data)
+
+
+def _biases_text(qkv: bool, o: bool) -> str:
+    return {(False, False): "no attention biases", (True, True): "q/k/v and o_proj biases",
+            (True, False): "q/k/v biases only", (False, True): "an o_proj bias only"}[qkv, o]
 
 
 def _refuse_constant(word: str) -> float:

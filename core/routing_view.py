@@ -7,6 +7,7 @@ the Interventions panel sends — so both panels change the one set of ablations
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -103,6 +104,20 @@ def layer_routing(trace: Trace, layer: int) -> LayerRouting:
         forced=frozenset((f.position, f.expert) for f in routing.forced_slots(trace.expert_override)
                          if f.layer == layer),
         off=experts_off(trace)[layer])
+
+
+def expert_ticks(off: np.ndarray, columns_per_label: float) -> list[tuple[int, str]]:  # off: [E] bool
+    """The experts numbered under a row of E columns when a number needs `columns_per_label` columns:
+    the switched-off ones first ("3✕"), then every n-th (n a power of two: 0, 8, 16...), each only if
+    no number kept is closer than a label's width. 8, 32 or 64 narrow columns keep numbers that can be
+    read (of two neighbours switched off in narrow columns, the first is numbered)."""
+    room = max(1.0, columns_per_label)
+    every = 1 << math.ceil(math.log2(room))
+    kept: list[int] = []
+    for expert in [*np.flatnonzero(off).tolist(), *range(0, len(off), every)]:
+        if all(abs(expert - other) >= room for other in kept):
+            kept.append(expert)
+    return [(e, f"{e}✕" if off[e] else str(e)) for e in sorted(kept)]
 
 
 # ---------------------------------------------------------------- switching experts off

@@ -8,11 +8,15 @@ import sys
 import threading
 from typing import Iterator
 
+# The Qt-free modules before Qt: once PySide6 is imported it reads the source of every module imported
+# after it (for its __feature__ switch), which cost ~0.1 s of start-up for NumPy, onnx and the model code.
+import core.session  # noqa: F401  (the runners, the tokenizer, NumPy and onnx)
+from core.bundle import Bundle, BundleError, load_bundle
+from core.hf_import import is_hf_folder
+
 from PySide6.QtCore import QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from core.bundle import Bundle, BundleError, load_bundle
-from core.hf_import import is_hf_folder
 from gui.controller import BACKENDS, Controller
 from gui.fonts import register_fonts
 from gui.main_window import APPLICATION, ORGANISATION, MainWindow, default_settings

@@ -13,7 +13,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 
 from core.sampling import Candidates
+from gui import plotting
 from gui.cell_picking import row_under
+from gui.fast_axis import FastAxis
 from gui.fonts import ui_font
 from gui.token_axis import TokenAxis
 
@@ -32,7 +34,7 @@ class CandidateBars(pg.PlotWidget):
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent, axisItems={"left": TokenAxis("left", point_size=9),
-                                            "right": TokenAxis("right", point_size=9)})
+                                            "right": TokenAxis("right", point_size=9), "bottom": FastAxis("bottom")})
         self.rows = 0
         self.cursor_row = 0              # the row Enter chooses
         self._keyboard_used = False      # the cursor row is highlighted only after arrow keys
@@ -45,10 +47,8 @@ class CandidateBars(pg.PlotWidget):
         plot.setContentsMargins(0, 8, 4, 0)  # room for a row label that sticks out above the top row
         plot.setLabel("bottom", "probability (%)")
         plot.showAxis("right")
-        bottom = plot.getAxis("bottom")
-        bottom.setStyle(tickFont=ui_font())
-        # percent needs no SI prefix, and updating it re-lays-out the axis label on every range change
-        bottom.enableAutoSIPrefix(False)
+        plot.getAxis("bottom").setStyle(tickFont=ui_font())
+        plotting.without_si_prefixes(plot)   # percent needs no prefix
         for name in ("left", "right"):
             plot.getAxis(name).setStyle(tickLength=0)
         self.cursor_band = pg.BarGraphItem(x0=[], y=[], width=[], height=1.0, brush=CURSOR_COLOUR, pen=pg.mkPen(None))

@@ -738,8 +738,11 @@ class Controller(QObject):
             self._probe_asked, self._probe_waiting = None, []
             self._report_error(message)
 
-        self._submit_experiment(_Job(partial(probe_scores, self._runners_for_experiments(), "onnx"), answer, failed,
-                                     lambda: bundle is not self.bundle, counts_as_busy=False))
+        job = _Job(partial(probe_scores, self._runners_for_experiments(), "onnx"), answer, failed,
+                   lambda: bundle is not self.bundle, counts_as_busy=False)
+        # Asked from inside a panel's draw: started once the paints that draw posted are done, so that its
+        # session and runs do not compete with the first picture of a sentence (at start-up, for a core)
+        QTimer.singleShot(0, self, lambda: self._submit_experiment(job))
 
     def _runners_for_experiments(self) -> Runners:
         """Runners of the current bundle that only the experiment worker uses (Runners.get is one thread's)."""

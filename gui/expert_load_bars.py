@@ -4,6 +4,8 @@ Bars per expert (share of the top-k slots, mean router probability) drawn from a
 core.routing_view.LayerRouting. The switches above them say which experts are on in this layer;
 clicking one asks (sigExpertSwitched) to switch that expert off or on — the panel turns that into
 the Interventions in force, so the switch always shows what the run drawn had.
+Many experts (32, 64): the switches fill as many columns as the width holds and wrap, the numbers
+under the bars are thinned to the room a number has, and hovering a bar gives its expert's numbers.
 """
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QGridLayout, QHBoxLayout, QLabel, QPushButton, QTextBrowser, QVBoxLayout, QWidget
 
-from core.routing_view import ABLATION_RULE, LayerRouting
+from core.routing_view import ABLATION_RULE, LayerRouting, expert_ticks
+from gui.fonts import ui_font
 from gui.qt_signals import qt_signals_blocked
 
 LOAD_LEGEND = ("<span style='color:#440154'>■</span> share of top-k slots<br>"
@@ -26,18 +30,17 @@ SWITCH_STYLE = ("QPushButton { padding: 2px 8px; border: 1px solid #777; border-
                 "QPushButton:!checked { background: #e6e6e6; color: #777; }")     # off: grey, and says "off"
 
 
-SWITCHES_PER_ROW = 4
-
-
 class ExpertLoadBars(QWidget):
     sigExpertSwitched = Signal(int, int, bool)    # (layer, expert, on)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.switches: list[QPushButton] = []
+        self.switches_per_row = 0          # as many as the width holds (_wrap_switches)
         self.switch_row = QHBoxLayout()
-        self.switch_row.addWidget(QLabel("Experts:"), 0, Qt.AlignmentFlag.AlignTop)
-        self.switch_grid = QGridLayout()   # rows of SWITCHES_PER_ROW: 8, 16 or 64 experts keep readable buttons
+        self.switch_label = QLabel("Experts:")
+        self.switch_row.addWidget(self.switch_label, 0, Qt.AlignmentFlag.AlignTop)
+        self.switch_grid = QGridLayout()   # wrapped rows: 8, 32 or 64 experts keep readable buttons
         self.switch_grid.setSpacing(2)
         self.switch_row.addLayout(self.switch_grid)
         self.switch_row.addStretch(1)
@@ -58,9 +61,13 @@ class ExpertLoadBars(QWidget):
         self.even_line = pg.PlotCurveItem(pen=pg.mkPen((120, 120, 120), width=1.5, style=Qt.PenStyle.DashLine))
         for item in (self.share_bars, self.prob_bars, self.even_line):
             self.plot.addItem(item)
+        self.plot.setLabel("bottom", "expert")
+        self.plot.vb.sigResized.connect(self._number_experts)
+        self.plots.scene().sigMouseMoved.connect(self._hover_bars)
+        self.routing: LayerRouting | None = None
         self.tokens = QTextBrowser()
         self.tokens.setOpenLinks(False)
-        self.plots.setMinimumHeight(190)  # three title lines and still readable bars
+        self.plots.setMinimumHeight(280)  # four title lines, and bars over 100 px tall: y ticks apart
         self.tokens.setMinimumHeight(90)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -72,19 +79,43 @@ class ExpertLoadBars(QWidget):
         self.layer = 0
 
     def draw(self, routing: LayerRouting) -> None:
-        self.layer = routing.layer
+        self.layer, self.routing = routing.layer, routing
         self._show_switches(routing)
         load, n_experts = routing.load(), routing.n_experts
         x = np.arange(n_experts, dtype=float)
         self.share_bars.setOpts(x=x - 0.2, height=load.share, width=0.38)
         self.prob_bars.setOpts(x=x + 0.2, height=load.mean_prob, width=0.38)
         self.even_line.setData([-0.6, n_experts - 0.4], [1.0 / n_experts] * 2)
-        self.plot.getAxis("bottom").setTicks([[(e, f"expert {e}") for e in range(n_experts)], []])
+        self._number_experts()
         top = max(float(load.share.max()), float(load.mean_prob.max()), 1.0 / n_experts)
         self.plot.setRange(xRange=(-0.6, n_experts - 0.4), yRange=(0, top * 1.1), padding=0)
         self.title.setText(f"Layer {routing.layer} · expert load<br>({len(routing.labels)} tokens × top-{routing.k} "
                            f"= {routing.expert_ids.size} slots)<br>{LOAD_LEGEND}", size="9pt")
         self.tokens.setHtml(_tokens_html(routing))
+
+    def _number_experts(self, *args) -> None:
+        """Expert numbers under the bars, as many as fit (✕: switched off in this layer)."""
+        if self.routing is None:
+            return
+        off = self.routing.off
+        label_px = QFontMetricsF(ui_font(9)).horizontalAdvance(f"{len(off) - 1}" + ("✕" if off.any() else "")) + 6
+        column_px = self.plot.vb.width() / max(1, len(off))
+        self.plot.getAxis("bottom").setTicks([expert_ticks(off, label_px / max(1.0, column_px)), []])
+
+    def _hover_bars(self, scene_pos) -> None:
+        """Hovering a bar says its expert's numbers: with 64 thin bars, the way to read one."""
+        if self.routing is None or not self.plot.vb.sceneBoundingRect().contains(scene_pos):
+            self.plots.setToolTip("")
+            return
+        expert = int(round(self.plot.vb.mapSceneToView(scene_pos).x()))
+        self.plots.setToolTip(self.bar_text(expert) if 0 <= expert < self.routing.n_experts else "")
+
+    def bar_text(self, expert: int) -> str:
+        load, routing = self.routing.load(), self.routing
+        off = " (switched off)" if routing.off[expert] else ""
+        return (f"Expert {expert} of layer {routing.layer}{off}: {int(load.counts[expert])} of "
+                f"{routing.expert_ids.size} top-{routing.k} slots ({load.share[expert]:.1%}), "
+                f"mean router probability {load.mean_prob[expert]:.3f}")
 
     def show_refusal(self, message: str) -> None:
         """A switch the panel could not apply (too few experts left): say why; the switches stay as they were."""
@@ -113,8 +144,29 @@ class ExpertLoadBars(QWidget):
             button.setObjectName(f"expert_switch_{e}")
             button.setStyleSheet(SWITCH_STYLE)
             button.toggled.connect(lambda on, e=e: self.sigExpertSwitched.emit(self.layer, e, on))
-            self.switch_grid.addWidget(button, e // SWITCHES_PER_ROW, e % SWITCHES_PER_ROW)
             self.switches.append(button)
+        self.switches_per_row = 0
+        self._wrap_switches()
+
+    def _wrap_switches(self) -> None:
+        """As many switches per row as the width holds (each as wide as the widest, "63 off")."""
+        if not self.switches:
+            return
+        widest = max(self.switches[-1].sizeHint().width(), self.switches[0].sizeHint().width()) + 12  # "off" is longer
+        room = self.width() - self.switch_label.sizeHint().width() - self.switch_row.spacing() - 8
+        per_row = max(1, min(len(self.switches), room // (widest + self.switch_grid.spacing())))
+        if per_row == self.switches_per_row:
+            return
+        self.switches_per_row = per_row
+        for button in self.switches:
+            self.switch_grid.removeWidget(button)
+        for e, button in enumerate(self.switches):
+            button.setMinimumWidth(widest)
+            self.switch_grid.addWidget(button, e // per_row, e % per_row)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._wrap_switches()
 
 
 def _tokens_html(routing: LayerRouting) -> str:

@@ -4,6 +4,15 @@ One ViewBox holds one PickableImage per head and no axes (a layer × head grid o
 costs ~20 axis repaints per update). The items are made once per model shape and reused: a new
 trace only sets new images.
 
+Scale: on screen a thumbnail is never smaller than MIN_THUMBNAIL_PX. HeadGridArea, the scroll area the
+grid sits in, gives it at least that much room (`least_size`) and scrolls when a big model's grid
+(SmolLM2-135M: 30 layers × 9 heads) does not fit, bringing a head selected elsewhere into view. An
+exported page is sized by the figure alone (gui.figure_pages.grid_page).
+The layer and head names keep their pixel size in a margin of their own, and are thinned (every
+2nd, 4th... shown) whenever the thumbnails are too small for all of them (a page of 200 heads).
+Scrolled, the head names stay along the top of the part in view and the layer names along its left
+(`pin_names`), as a spreadsheet's headers do.
+
 Switches: each thumbnail has a small box in its top-right corner (checked: the head is on); clicking
 it, or right-clicking / Ctrl+clicking the thumbnail, asks to switch the head off or on
 (sigHeadToggled), and clicking a layer's name asks the same for the whole layer (sigLayerToggled).
@@ -13,10 +22,13 @@ in each thumbnail's bottom-left corner (`set_badges`).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QPointF, QRectF, QSizeF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, QSizeF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
+from PySide6.QtWidgets import QApplication, QFrame, QScrollArea
 
 from core.attention_view import AttentionScale, causal_mask
 from core.trace import Trace
@@ -25,13 +37,30 @@ from gui.fonts import ui_font
 from gui.heatmap import PickableImage, cosmetic_pen
 
 GAP = 0.12                          # space between thumbnails, in thumbnail widths
-RANGE_PADDING = 0.01                # the view's margin around the grid, a share of its range each side
-NAME_ROOM = (44.0, 24.0)            # pixels left of the thumbnails ("L0 off") and above them ("H0")
 MARK_COLOUR = QColor(230, 30, 60)   # the selected head's outline
 SWITCH_SIZE = 0.22                  # the on/off box, in thumbnail widths
 ON_COLOUR, OFF_COLOUR = QColor(20, 130, 60), QColor(200, 30, 40)
 BADGE_FILL = QColor(255, 255, 255, 215)
+PINNED_FILL = QColor(255, 255, 255, 230)   # a name held in view over the thumbnails scrolled under it
 SWITCH_HINT = "right-click or Ctrl+click (or its corner box) switches it off / on in every panel"
+# 40 px: a 26-token sentence (the default one) gets 1.5 px per token, so a diagonal or a previous-token
+# stripe is an unbroken line (at the ~25 px of issue #10 it breaks up into single pixels); the corner box
+# (SWITCH_SIZE) is a 9 px click target and a "prev ind" badge still fits beside it.
+MIN_THUMBNAIL_PX = 40
+NAME_POINTS = 9           # layer and head names
+NAME_GAP_PX = 4           # between two names shown
+EDGE_PX = 4               # room kept right of and below the last thumbnail (the selection outline)
+
+
+def _pin(name: pg.TextItem, x: float, y: float, pinned: bool) -> None:
+    """Move a grid name; pinned over the thumbnails, it gets a band of its own to be read on."""
+    if (name.pos().x(), name.pos().y()) != (x, y):
+        name.setPos(x, y)
+    fill = pg.mkBrush(PINNED_FILL if pinned else None)
+    if name.fill.style() != fill.style():
+        name.fill = fill
+        name.setZValue(9 if pinned else 0)   # above the boxes and badges it covers, below the outline
+        name.update()
 
 
 def _toggle_click(event) -> bool:
@@ -120,10 +149,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
     sigHeadClicked = Signal(int, int)   # (layer, head)
     sigHeadToggled = Signal(int, int)   # (layer, head): switch it off if on, on if off
     sigLayerToggled = Signal(int)       # layer: every head off if any is on, else every head on
+    sigSelectedMoved = Signal(int, int)  # (layer, head): another head is outlined now
+    sigShapeChanged = Signal()           # a model of another shape: least_size() changed
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
         self._cmap = plotting.colormap()
+        self.ci.setContentsMargins(3, 3, 3, 3)   # every pixel kept goes to the thumbnails
+        self.ci.setSpacing(2)
         self.title = self.addLabel("", row=0, col=0, size="9pt")
         self.view = self.addViewBox(row=1, col=0, lockAspect=True, enableMouse=False, invertY=True)
         self.view.setMenuEnabled(False)
@@ -138,7 +171,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.switches: list[list[SwitchBox]] = []
         self.badges: list[list[pg.TextItem]] = []
         self.layer_names: list[LayerName] = []
-        self._names: list[pg.TextItem] = []
+        self.head_names: list[pg.TextItem] = []
+        self.selected: tuple[int, int] | None = None    # the outlined head
         self.head_mask: np.ndarray | None = None        # [L, H] what the boxes and hatching show
         self.mode_text = "zero"                         # what a switched-off head outputs, for the tooltips
         self.role_text: list[list[str]] = []            # [L][H] the role scores, for the tooltips
@@ -146,7 +180,12 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self._over_thumbnail: tuple[int, int] | None = None   # the thumbnail under the mouse
         self._tip_owner: tuple | None = None                  # what the tooltip shown is about
         self.scale: AttentionScale | None = None
-        self._extent: tuple[float, float] | None = None   # (width, height) of the thumbnails, in thumbnail widths
+        self.shape: tuple[int, int] = (0, 0)            # (layers, heads) the items are made for
+        self.px_per_unit = 0.0                          # screen pixels per thumbnail width, as laid out
+        self._metrics = QFontMetricsF(ui_font(NAME_POINTS))
+        self._every: dict[int, int] = {}   # id(self.head_names or self.layer_names) -> show every n-th (_thin_names)
+        probe = pg.TextItem("")   # kept alive while read: its text item dies with it
+        self._text_pad = 2 * probe.textItem.document().documentMargin()   # a TextItem's own padding
         self.view.sigResized.connect(self._fit_range)
 
     @staticmethod
@@ -186,8 +225,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 switch.set_on(on)
                 self.switched_off[layer][head].setVisible(not on)
             all_off = not (head_mask[layer] != 0).any()
-            self.layer_names[layer].setColor(OFF_COLOUR if all_off else QColor("black"))
-            self.layer_names[layer].setText(f"L{layer} off" if all_off else f"L{layer}")
+            name, text = self.layer_names[layer], f"L{layer} off" if all_off else f"L{layer}"
+            if name.toPlainText() != text:   # a TextItem lays itself out again at every setText / setColor
+                name.setColor(OFF_COLOUR if all_off else QColor("black"))
+                name.setText(text)
 
     def set_badges(self, badges: list[list[tuple[str, ...]]], role_text: list[list[str]]) -> None:
         """Each head's role badges ([L][H] short names) and the scores its tooltip gives."""
@@ -208,6 +249,16 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         x, y = self.origin(layer, head)
         pad = GAP * 0.3
         self.outline.setRect(QRectF(x - pad, y - pad, 1 + 2 * pad, 1 + 2 * pad))
+        if self.selected != (layer, head):   # only a change: redraws must not undo the user's scrolling
+            self.selected = (layer, head)
+            self.sigSelectedMoved.emit(layer, head)
+
+    def head_rect(self, layer: int, head: int) -> QRect:
+        """The thumbnail of (layer, head) in this widget's own pixels (for scrolling it into view)."""
+        x, y = self.origin(layer, head)
+        corners = [self.viewport().mapTo(self, self.mapFromScene(self.view.mapViewToScene(QPointF(x + dx, y + dy))))
+                   for dx, dy in ((0, 0), (1, 1))]
+        return QRect(corners[0], corners[1])
 
     def head_point(self, layer: int, head: int):
         """Where the thumbnail of (layer, head) is, in viewport pixels (for clicks in tests)."""
@@ -228,7 +279,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         if len(self.images) == num_layers and all(len(row) == num_heads for row in self.images):
             return
         made = (self.images, self.switched_off, self.switches, self.badges)
-        for item in [*(item for grid in made for row in grid for item in row), *self._names]:
+        for item in [*(item for grid in made for row in grid for item in row), *self.layer_names, *self.head_names]:
             self.view.removeItem(item)
 
         def per_head(make):
@@ -237,37 +288,109 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.images, self.switched_off = per_head(self._thumbnail), per_head(self._hatch)
         self.switches, self.badges = per_head(self._switch), per_head(self._badge)
         self.role_text = []
-        step = 1 + GAP
+        self.shape = (num_layers, num_heads)
         self.layer_names = [self._layer_name(layer) for layer in range(num_layers)]
-        self._names = list(self.layer_names)
-        for h in range(num_heads):
-            name = pg.TextItem(f"H{h}", color="k", anchor=(0.5, 1))
-            name.setFont(ui_font(9))
-            name.setPos(h * step + 0.5, -0.03)
-            self.view.addItem(name)
-            self._names.append(name)
-        self._extent = (num_heads * step - GAP, num_layers * step - GAP)
+        self.head_names = [self._head_name(head) for head in range(num_heads)]
         self._fit_range()
+        self.sigShapeChanged.emit()
+
+    # -------------------------------------------------------------- layout in pixels
+    def _margins_px(self) -> tuple[float, float]:
+        """(left, top): room for the widest layer name ("L29 off") and for the head names, in pixels."""
+        widest = self._metrics.horizontalAdvance(f"L{max(0, self.shape[0] - 1)} off") + self._text_pad
+        return widest, self._metrics.height() + self._text_pad   # the text's own padding keeps it off the thumbnails
+
+    def _units(self) -> tuple[float, float]:
+        """The thumbnails' extent (width, height) in thumbnail widths."""
+        layers, heads = self.shape
+        return heads * (1 + GAP) - GAP, layers * (1 + GAP) - GAP
+
+    def _chrome_px(self) -> QSize:
+        """What the widget has around its ViewBox: the title row, the layout's margins and spacing."""
+        left, top, right, bottom = self.ci.layout.getContentsMargins()
+        title = self.title.sizeHint(Qt.SizeHint.PreferredSize, QSizeF()).height()
+        return QSize(math.ceil(left + right), math.ceil(top + bottom + title + self.ci.layout.verticalSpacing()))
 
     def content_size(self, thumb: float) -> QSizeF:
-        """The pixels the view needs to show every thumbnail `thumb` pixels wide, with room for the names."""
-        width, height = self._extent or (1.0, 1.0)
-        grow = 1 + 2 * RANGE_PADDING
-        return QSizeF((width * thumb + NAME_ROOM[0]) * grow, (height * thumb + NAME_ROOM[1]) * grow)
+        """The pixels the view needs to show every thumbnail `thumb` pixels wide, with its names' margins."""
+        (left, top), (width, height) = self._margins_px(), self._units()
+        return QSizeF(left + width * thumb + EDGE_PX, top + height * thumb + EDGE_PX)
+
+    def least_size(self) -> QSize:
+        """The size at which every thumbnail is MIN_THUMBNAIL_PX: the scroll area scrolls below it."""
+        (left, top), (width, height), chrome = self._margins_px(), self._units(), self._chrome_px()
+        return QSize(math.ceil(left + width * MIN_THUMBNAIL_PX + EDGE_PX) + chrome.width(),
+                     math.ceil(top + height * MIN_THUMBNAIL_PX + EDGE_PX) + chrome.height())
 
     def _fit_range(self) -> None:
-        """The whole grid in view at any widget size (an aspect-locked view keeps its old scale otherwise).
-
-        The names are TextItems, drawn at their pixel size: their room is pixels too (NAME_ROOM), so a large
-        grid (an exported page) has no wide empty band above its thumbnails or beside them."""
-        if self._extent is None:
+        """The whole grid in view at any widget size, its names in pixel margins of their own (an
+        aspect-locked view keeps its old scale otherwise), then as many names as fit."""
+        if not self.images:
             return
-        width, height = self._extent
-        grow = 1 + 2 * RANGE_PADDING
-        thumb = max(1.0, min((self.view.width() / grow - NAME_ROOM[0]) / width,
-                             (self.view.height() / grow - NAME_ROOM[1]) / height))
-        self.view.setRange(xRange=(-NAME_ROOM[0] / thumb, width), yRange=(-NAME_ROOM[1] / thumb, height),
-                           padding=RANGE_PADDING)
+        (left, top), (width, height) = self._margins_px(), self._units()
+        rect = self.view.boundingRect()
+        room_w, room_h = rect.width() - left - EDGE_PX, rect.height() - top - EDGE_PX
+        if room_w <= 0 or room_h <= 0:
+            return   # not laid out yet
+        s = min(room_w / width, room_h / height)
+        self.px_per_unit = s
+        self.view.setRange(xRange=(-left / s, width + EDGE_PX / s), yRange=(-top / s, height + EDGE_PX / s),
+                           padding=0)
+        self._thin_names(s)
+        self.pin_names()
+
+    def pin_names(self) -> None:
+        """Head names along the top, layer names along the left of the part of the grid in view: where
+        they belong while that is the grid's edge, else over the thumbnails (on a white band)."""
+        if not self.images or self.px_per_unit <= 0:
+            return
+        parent = self.parentWidget()   # a scroll area's viewport: the part of the grid it shows
+        shown = self.rect() if parent is None else self.rect() & QRect(self.mapFromParent(QPoint(0, 0)), parent.size())
+        corner = self.view.mapSceneToView(self.mapToScene(self.viewport().mapFrom(self, shown.topLeft())))
+        (left, top), s = self._margins_px(), self.px_per_unit
+        x, y = max(0.0, corner.x() + left / s), max(0.0, corner.y() + top / s)   # the names' inner edges
+        heads = self._shown_names(self.head_names, self._metrics.horizontalAdvance(f"H{len(self.head_names) - 1}"), x)
+        layers = self._shown_names(self.layer_names, self._metrics.height(), y)
+        # Where the two rows of names cross (scrolled, or thumbnails smaller than a name), the head names
+        # win: a layer name reaching into their band is hidden while a head name reaches into its band.
+        crossing = any(reaches for _, reaches in heads)
+        for head, (shown, _) in enumerate(heads):
+            _pin(self.head_names[head], head * (1 + GAP) + 0.5, y, pinned=y > 0)
+            self.head_names[head].setVisible(shown)
+        for layer, (shown, reaches) in enumerate(layers):
+            _pin(self.layer_names[layer], x, layer * (1 + GAP) + 0.5, pinned=x > 0)
+            self.layer_names[layer].setVisible(shown and not (crossing and reaches))
+
+    def _shown_names(self, names: list, extent_px: float, edge: float) -> list[tuple[bool, bool]]:
+        """Per name: shown by the thinning, and whether it reaches (its half extent, in view units, from
+        its centre) before `edge`, into the other row of names' band."""
+        every, half = self._every.get(id(names), 1), (extent_px + self._text_pad) / 2 / self.px_per_unit
+        return [(i % every == 0, i * (1 + GAP) + 0.5 - half < edge) for i in range(len(names))]
+
+    def wheelEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        """The grid never zooms: the wheel scrolls the area it sits in (passed on by hand, as QScrollBar
+        does: Qt hands an ignored wheel event to the parent only when it came from the window system)."""
+        parent = self.parentWidget()
+        if parent is None:
+            event.ignore()
+        else:
+            QApplication.sendEvent(parent, event)
+
+    def showEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().showEvent(event)
+        QTimer.singleShot(0, self.pin_names)   # back in its scroll area (after an export): where is it scrolled?
+
+    def _thin_names(self, s: float) -> None:
+        """Every n-th name is shown (pin_names), n as small as keeps neighbours apart at s pixels per thumbnail."""
+        step_px = s * (1 + GAP)
+        widest_head = self._metrics.horizontalAdvance(f"H{len(self.head_names) - 1}") + self._text_pad
+        for names, size in ((self.head_names, widest_head), (self.layer_names, self._metrics.height() + self._text_pad)):
+            every = max(1, math.ceil((size + NAME_GAP_PX) / step_px))
+            self._every[id(names)] = 1 << (every - 1).bit_length()   # 1, 2, 4...: the names shown stay round
+
+    def name_rects(self) -> list[QRectF]:
+        """The scene rectangles of the names shown (tests: no two overlap, none covers a thumbnail)."""
+        return [name.sceneBoundingRect() for name in (*self.layer_names, *self.head_names) if name.isVisible()]
 
     def _thumbnail(self, layer: int, head: int) -> Thumbnail:
         image = Thumbnail()
@@ -295,10 +418,17 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self.view.addItem(badge)
         return badge
 
+    def _head_name(self, head: int) -> pg.TextItem:
+        name = pg.TextItem(f"H{head}", color="k", anchor=(0.5, 1))
+        name.setFont(ui_font(NAME_POINTS))
+        name.setPos(head * (1 + GAP) + 0.5, 0)
+        self.view.addItem(name)
+        return name
+
     def _layer_name(self, layer: int) -> LayerName:
         name = LayerName(f"L{layer}", color="k", anchor=(1, 0.5))
-        name.setFont(ui_font(9))
-        name.setPos(-0.05, layer * (1 + GAP) + 0.5)
+        name.setFont(ui_font(NAME_POINTS))
+        name.setPos(0, layer * (1 + GAP) + 0.5)
         name.sigToggle.connect(lambda: self.sigLayerToggled.emit(layer))
         name.sigHovered.connect(lambda inside: self._tip(("layer", layer), self._layer_tip(layer)) if inside
                                 else self._untip(("layer", layer)))
@@ -361,3 +491,66 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         roles = self.role_text[layer][head] if layer < len(self.role_text) else ""
         return (f"L{layer} H{head}{state} · colour scale 0 – {tops[layer, head]:.3f}\n"
                 f"click: show it large · {SWITCH_HINT}" + (f"\n{roles}" if roles else ""))
+
+
+class HeadGridArea(QScrollArea):
+    """The head grid in a scroll area: it fills the area while its thumbnails fit at MIN_THUMBNAIL_PX or
+    more, and scrolls otherwise; a head selected elsewhere (another panel, a key) is scrolled into view."""
+
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.grid = HeadGrid()
+        self._kept_scroll: tuple[int, int] | None = None   # (x, y) while an export has the grid
+        self.setWidget(self.grid)   # sized here (_fit_grid), not by widgetResizable: no minimum size on the grid
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self._wanted: tuple[int, int] | None = None
+        self.grid.sigSelectedMoved.connect(self.scroll_to)
+        self.grid.sigShapeChanged.connect(self._fit_grid)
+        for bar in (self.horizontalScrollBar(), self.verticalScrollBar()):
+            bar.valueChanged.connect(self.grid.pin_names)
+
+    def takeWidget(self):  # noqa: N802 (Qt's name)
+        """An export lays the grid out on its own page: where the area was scrolled is kept for its return
+        (from the first of several exports in a row: the grid is back only in between)."""
+        if self._kept_scroll is None:
+            self._kept_scroll = (self.horizontalScrollBar().value(), self.verticalScrollBar().value())
+        return super().takeWidget()
+
+    def setWidget(self, widget) -> None:  # noqa: N802
+        super().setWidget(widget)
+        if self._kept_scroll is not None:
+            QTimer.singleShot(0, self._restore_scroll)
+
+    def _restore_scroll(self) -> None:
+        if self._kept_scroll is None or self.widget() is not self.grid:   # done, or out on a page again
+            return
+        self._fit_grid()
+        (x, y), self._kept_scroll = self._kept_scroll, None
+        self.horizontalScrollBar().setValue(x)
+        self.verticalScrollBar().setValue(y)
+        self.grid.pin_names()
+
+    def viewportEvent(self, event) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Resize:   # the area resized, or a scroll bar came or went
+            self._fit_grid()
+        return super().viewportEvent(event)
+
+    def _fit_grid(self) -> None:
+        """The grid as large as the area shows, and never below its least size (then it scrolls)."""
+        size = self.viewport().size().expandedTo(self.grid.least_size())
+        if size != self.grid.size():
+            self.grid.resize(size)
+
+    def scroll_to(self, layer: int, head: int) -> None:
+        """Bring (layer, head) into view once the grid is laid out (a new model's grid is not, yet)."""
+        if self._wanted is None:
+            QTimer.singleShot(0, self._scroll_to_wanted)
+        self._wanted = (layer, head)
+
+    def _scroll_to_wanted(self) -> None:
+        if self._wanted is None:
+            return
+        rect, self._wanted = self.grid.head_rect(*self._wanted), None
+        margin = round(GAP * self.grid.px_per_unit) + 4   # the outline around it too
+        self.ensureVisible(rect.center().x(), rect.center().y(), rect.width() // 2 + margin,
+                           rect.height() // 2 + margin)

@@ -120,6 +120,7 @@ class HeadLinesView(QWidget):
         # ("full" or a focus, pixel ratio) -> (size and geometry it was made for, (image, where it goes))
         self._line_images: dict[tuple, tuple[tuple, tuple[QImage, QRectF]]] = {}
         self._left_out: tuple[int, float] = (0, 0.0)  # faint lines the full picture leaves out
+        self._weights_drawn: dict = {}   # focus -> _lines_drawn(focus), for the weights set now
 
     # -------------------------------------------------------------- data
     def set_lines(self, labels: Sequence[str], weights: np.ndarray, colours: Sequence[QColor],
@@ -131,7 +132,7 @@ class HeadLinesView(QWidget):
         self._label_width = max(self._label_advances + [40.0]) + 4
         self._weights = np.nan_to_num(np.asarray(weights, np.float64), nan=0.0)  # a NaN run draws no line
         self._colours, self._names, self._title = list(colours), list(names), title
-        self._focus, self._line_images = None, {}
+        self._focus, self._line_images, self._weights_drawn = None, {}, {}
         self._left_out = self.faint_lines_left_out()
         self.updateGeometry()
         self.update()
@@ -162,10 +163,20 @@ class HeadLinesView(QWidget):
         left_out = every - int(np.count_nonzero(drawn))
         return left_out, float(drawn[drawn > 0].min()) if left_out else 0.0
 
+    def _drawn_weights(self, focus: tuple[str, int] | None) -> np.ndarray:  # -> [n, T, T]
+        """The lines drawn for this focus (see _lines_drawn), computed once per weights and focus: set_lines,
+        each paint and the hover filter all ask."""
+        drawn = self._weights_drawn.get(focus)
+        if drawn is None:
+            if len(self._weights_drawn) > 2:   # the full picture and the hovered token's lines are enough
+                self._weights_drawn = {None: self._weights_drawn[None]} if None in self._weights_drawn else {}
+            drawn = self._weights_drawn[focus] = self._lines_drawn(focus)
+        return drawn
+
     def _causal_weights(self) -> np.ndarray:  # -> [n, T, T], 0 where key > query
         return np.where(causal_mask(self._weights.shape[-1]), 0.0, np.clip(self._weights, 0.0, 1.0))
 
-    def _drawn_weights(self, focus: tuple[str, int] | None) -> np.ndarray:  # -> [n, T, T]
+    def _lines_drawn(self, focus: tuple[str, int] | None) -> np.ndarray:  # -> [n, T, T]
         """Weights of the lines drawn: a hovered token's lines, or the strongest LINE_BUDGET lines.
 
         A long sentence has thousands of lines, most almost invisible (weight ~1/T): the faintest

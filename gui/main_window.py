@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, 
                                QMessageBox, QTextBrowser, QToolBar, QToolButton, QVBoxLayout, QWidget)
 
 from core.bundle import Bundle
-from gui import export
 from gui.controller import Controller, panels_fields
 from gui.import_actions import ImportActions
 from gui.panels.base import Figure, Panel
@@ -51,12 +50,13 @@ class MainWindow(QMainWindow):
     def __init__(self, controller: Controller, settings: QSettings | None = None,
                  panel_classes: list[type] | None = None, restore: bool = True) -> None:
         super().__init__()
-        from gui.panels.registry import panel_classes as registered
+        from gui.panels.registry import PANELS, PanelEntry
 
         self.controller = controller
         self.settings = settings if settings is not None else default_settings()
-        self._panel_classes = {cls.object_name: cls for cls in
-                               (panel_classes if panel_classes is not None else registered())}
+        # a panel's module is imported when the panel is built (gui/panels/registry.py)
+        self._entries = {entry.object_name: entry for entry in
+                         (PANELS if panel_classes is None else [PanelEntry.of(cls) for cls in panel_classes])}
         self._built: dict[str, Panel] = {}   # object_name -> panel, in the order they were built
         self._reference = None   # the controller's last NumPy reference trace, for a parity panel built later
         self.docks: dict[str, QDockWidget] = {}
@@ -119,8 +119,8 @@ class MainWindow(QMainWindow):
     def _build_docks(self) -> None:
         self.setCorner(Qt.Corner.TopLeftCorner, Area.TopDockWidgetArea)
         self.setCorner(Qt.Corner.TopRightCorner, Area.TopDockWidgetArea)
-        for name, cls in self._panel_classes.items():
-            dock = QDockWidget(cls.title, self)
+        for name, entry in self._entries.items():
+            dock = QDockWidget(entry.title, self)
             dock.setObjectName(name)   # saveState/restoreState know docks by it, built or not
             dock.setWidget(QWidget())  # a light placeholder until the panel is built (_build_panel)
             dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
@@ -131,7 +131,7 @@ class MainWindow(QMainWindow):
 
     def _build_panel(self, name: str) -> Panel:
         """Build the panel into its dock, wire it, and show it the current trace and selection at once."""
-        panel = self._panel_classes[name]()
+        panel = self._entries[name].load()()
         self._built[name] = panel
         dock = self.docks[name]
         placeholder = dock.widget()
@@ -151,7 +151,7 @@ class MainWindow(QMainWindow):
     @property
     def panels(self) -> list[Panel]:
         """Every panel, in registry order (the ones not built yet are built now)."""
-        return [self.panel(name) for name in self._panel_classes]
+        return [self.panel(name) for name in self._entries]
 
     def built_panels(self) -> list[Panel]:
         """The panels built so far (every one on screen is): what to look at without building the rest."""
@@ -363,7 +363,7 @@ class MainWindow(QMainWindow):
 
     def panel(self, object_name: str) -> Panel | None:
         """The registered panel of that name, built now if it was not yet; None if there is none."""
-        if object_name not in self._panel_classes:
+        if object_name not in self._entries:
             return None
         built = self._built.get(object_name)
         return built if built is not None else self._build_panel(object_name)
@@ -449,7 +449,7 @@ class MainWindow(QMainWindow):
         panel = self.panel(self._current_panel) if self._current_panel else None
         if panel is not None and self.on_screen(panel):
             return panel
-        first = next(iter(self._panel_classes), None)
+        first = next(iter(self._entries), None)
         return next((p for p in self.built_panels() if self.on_screen(p)), self.panel(first) if first else None)
 
     def _last_folder(self) -> str:
@@ -492,6 +492,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ exporting
     def export_figure_to(self, figure: Figure, fmt: str, path: str | Path, width: int | None = None) -> None:
         """Render one figure now (GUI thread), write it off the UI thread; errors get a message box."""
+        from gui import export   # the export modules load at the first export, not at start-up
+
         path = Path(path)
         try:
             if fmt in ("png", "svg", "pdf"):
@@ -507,9 +509,13 @@ class MainWindow(QMainWindow):
                                     on_done=lambda paths: self._exported(paths, path.parent),
                                     on_error=lambda message: self.show_error(f"export failed: {message}"))
 
-    def export_all_to(self, folder: str | Path, formats=export.FORMATS, width: int | None = None) -> None:
-        """Every panel's figures plus trace.npz and tokens.csv into folder (a big model's partial trace:
-        once the whole trace is in)."""
+    def export_all_to(self, folder: str | Path, formats: tuple[str, ...] | None = None,
+                      width: int | None = None) -> None:
+        """Every panel's figures plus trace.npz and tokens.csv into folder, in `formats` (None: every format
+        gui.export writes); a big model's partial trace: once the whole trace is in."""
+        from gui import export
+
+        formats = export.FORMATS if formats is None else formats
         if not self.controller.holds(None):
             self.controller.fetch_fields(None, lambda: self.export_all_to(folder, formats, width))
             return
@@ -526,6 +532,8 @@ class MainWindow(QMainWindow):
 
     def copy_current_figure(self) -> None:
         """The current panel's first figure to the clipboard, as PNG and SVG (gui.export.figure_mime_data)."""
+        from gui import export
+
         self.bring_all_up_to_date()
         panel = self.current_panel()
         figures = self._figures_of(panel) if panel is not None else []

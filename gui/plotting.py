@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from gui.fast_axis import FastAxis
+
 # Before any ImageItem exists: row-major arrays; light figures that print well in slides.
 pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=True)
 
@@ -21,8 +23,16 @@ def colormap(name: str = SEQUENTIAL) -> pg.ColorMap:
     return pg.colormap.get(name)
 
 
+def without_si_prefixes(plot: pg.PlotItem) -> None:
+    """No SI-prefix check on any of the plot's axes, hidden ones included: each check lays the axis
+    title out again at every range change. For axes whose numbers (or names) need no prefix."""
+    for side in ("left", "right", "top", "bottom"):
+        plot.getAxis(side).enableAutoSIPrefix(False)
+
+
 def matrix_plot(plot: pg.PlotItem, x_label: str, y_label: str) -> None:
     """Set a PlotItem up for a matrix: y down, square-ish cells, no auto-range surprises."""
+    without_si_prefixes(plot)
     plot.invertY(True)
     plot.setAspectLocked(False)
     plot.setMenuEnabled(True)
@@ -61,9 +71,29 @@ def finite_levels(levels: tuple[float, float], values: np.ndarray | None = None)
     return (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
 
 
+class ColourBar(pg.ColorBarItem):
+    """pyqtgraph's colour bar, its axes drawn by FastAxis: its scale changes with every trace.
+
+    Its value axis has no title, so pyqtgraph's SI prefix never applies to it; checking for one
+    would still lay the (empty) title out again at every new range."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.axis.enableAutoSIPrefix(False)
+
+    def setAxisItems(self, axisItems=None) -> None:  # noqa: N802, N803 (pyqtgraph's names)
+        super().setAxisItems({side: FastAxis(side) for side in ("left", "right", "top", "bottom")} | (axisItems or {}))
+
+    def set_title(self, title: str) -> None:
+        """The bar's title (beside it), laid out again only when it changes."""
+        axis = self.getAxis("bottom" if self.horizontal else "left")
+        if axis.labelText != title:
+            axis.setLabel(title)
+
+
 def colour_bar(plot_item: pg.PlotItem, image: pg.ImageItem, levels: tuple[float, float],
                cmap: pg.ColorMap, label: str) -> pg.ColorBarItem:
     """A labelled colour bar beside a plot (not interactive: the panel owns the scale)."""
-    bar = pg.ColorBarItem(values=finite_levels(levels), colorMap=cmap, label=label, interactive=False, width=14)
+    bar = ColourBar(values=finite_levels(levels), colorMap=cmap, label=label, interactive=False, width=14)
     bar.setImageItem(image, insert_in=plot_item)
     return bar

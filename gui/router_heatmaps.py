@@ -3,6 +3,8 @@
 Drawn from a core.routing_view.LayerRouting. The chosen cells carry a black-and-white double outline
 (visible on any colour), forced cells an orange one, the selected token's row a dashed red one.
 Long sentences open on a window of rows around the selected token; drag or scroll to move.
+Many experts (32, 64): each column keeps MIN_EXPERT_PX, the two heatmaps scroll sideways when that is
+wider than the dock, and the expert numbers under them are thinned to the room a number has.
 """
 from __future__ import annotations
 
@@ -11,14 +13,17 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtGui import QColor, QFontMetricsF
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from core.routing_view import LayerRouting
+from core.routing_view import LayerRouting, expert_ticks
 from gui import plotting
+from gui.fonts import ui_font
 from gui.heatmap import CellText, Heatmap, cells_path, cosmetic_pen
 
-MAX_EXPERT_TICKS = 8   # numbered columns under a heatmap a third of a dock wide
+# A column this wide still shows its colour inside the chosen cells' double outline (5 px of it).
+MIN_EXPERT_PX = 12
+CHROME_PX = 190        # the token names, the colour bar and the margins, until laid out once
 
 CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
               "mistral-inference: top-k logits → softmax over the k; the same numbers.")
@@ -37,10 +42,15 @@ class RouterView(QWidget):
         super().__init__(parent)
         self.explanation = QLabel(wordWrap=True)
         self.plots = pg.GraphicsLayoutWidget()
+        self.scroll = QScrollArea()   # sideways only: the rows move by dragging (the plots' own window)
+        self.scroll.setWidget(self.plots)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.scroll.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.explanation)
-        layout.addWidget(self.plots, 1)
+        layout.addWidget(self.scroll, 1)
         self.probs_plot = self._matrix_plot(0, "router probability", rows_named=True)
         self.weights_plot = self._matrix_plot(1, "weight used", rows_named=False)
         self.weights_plot.setYLink(self.probs_plot)
@@ -59,8 +69,10 @@ class RouterView(QWidget):
         self.marked: set[tuple[int, int]] = set()    # (token, expert) outlined as chosen
         self.forced: set[tuple[int, int]] = set()    # (token, expert) outlined as forced
         self.row_labels: list[str] = []
+        self.off = np.zeros(0, bool)                 # [E] the experts switched off, for the numbers under the columns
         self.probs_plot.vb.sigYRangeChanged.connect(self._on_rows_moved)
         self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
+        self.probs_plot.vb.sigResized.connect(self._number_experts)
 
     def _matrix_plot(self, col: int, title: str, rows_named: bool) -> Heatmap:
         self.plots.addLabel(title, row=0, col=col)
@@ -96,16 +108,38 @@ class RouterView(QWidget):
             item.setPath(forced_path)
         self.row_labels = [f"{i} {label}" for i, label in enumerate(routing.labels)]
         self.probs_plot.set_row_labels(self.row_labels, ROW_LABEL_COLUMNS)
-        every = -(-n_experts // MAX_EXPERT_TICKS)   # 16 or 64 narrow columns: number every 2nd or 8th
-        ticks = [(e + 0.5, f"{e}✕" if routing.off[e] else str(e)) for e in range(n_experts)   # ✕: switched off
-                 if routing.off[e] or e % every == 0]
+        self.off = np.array(routing.off, bool)
         for plot in (self.probs_plot, self.weights_plot):
-            # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
-            plot.getAxis("bottom").setTicks([ticks, []])
             plot.setLimits(xMin=0, xMax=n_experts, yMin=0, yMax=n_tokens, minYRange=min(4, n_tokens))
             plot.setXRange(0, n_experts, padding=0)
         self.probs_plot.setYRange(0, min(n_tokens, WINDOW_ROWS), padding=0)
+        self._number_experts()
         self._on_rows_moved()
+
+    def least_width(self, n_experts: int) -> int:
+        """The plots' width at which every expert column is MIN_EXPERT_PX wide (narrower: it scrolls)."""
+        narrowest = min(self.probs_plot.vb.width(), self.weights_plot.vb.width())
+        if narrowest <= 0:   # not laid out yet
+            return round(2 * n_experts * MIN_EXPERT_PX + CHROME_PX)
+        # The two plots share any width given or taken equally: the narrower (the one with the token
+        # names) must reach n × MIN_EXPERT_PX.
+        return round(self.plots.width() + 2 * (n_experts * MIN_EXPERT_PX - narrowest))
+
+    def column_px(self) -> float:
+        """How wide one expert's column is on screen (in the narrower of the two heatmaps)."""
+        return min(self.probs_plot.vb.width(), self.weights_plot.vb.width()) / max(1, len(self.off))
+
+    def _number_experts(self, *args) -> None:
+        """Columns kept MIN_EXPERT_PX wide (the chrome is known once laid out: again on every resize),
+        and numbers under both heatmaps, as many as fit the columns' width (✕: switched off)."""
+        least = self.least_width(len(self.off))
+        if least != self.plots.minimumWidth():
+            self.plots.setMinimumWidth(least)
+        label_px = QFontMetricsF(ui_font(9)).horizontalAdvance(f"{len(self.off) - 1}" + ("✕" if self.off.any() else "")) + 4
+        ticks = [(e + 0.5, text) for e, text in expert_ticks(self.off, label_px / max(1.0, self.column_px()))]
+        for plot in (self.probs_plot, self.weights_plot):
+            # numbers under the axis title "expert": "expert 3" per column does not fit 8 narrow columns
+            plot.getAxis("bottom").setTicks([ticks, []])
 
     def select_row(self, row: int, n_tokens: int, n_experts: int) -> None:
         """Outline the selected token's row and bring it into view."""
@@ -129,7 +163,7 @@ class RouterView(QWidget):
         total = len(self.row_labels)
         self.probs_plot.setLabel("left", "token" if last - first >= total else
                                  f"token ({first}–{last - 1} of {total}: drag or scroll to move)")
-        small = row_px < 9  # a 5 px double outline would hide cells a few pixels tall
+        small = min(row_px, self.column_px()) < 9  # a 5 px double outline would hide cells a few pixels across
         for outer, inner in self.chosen_outlines:
             outer.setPen(cosmetic_pen(CHOSEN_OUTER, 1.0 if small else 3.5))
             inner.setVisible(not small)

@@ -10,22 +10,20 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFontMetricsF, QImage, QPainter
 
+from gui.fast_axis import AxisDrawing, FastAxis
 from gui.fonts import ui_font
 from gui.text_fit import LABEL_COLUMNS, elide
-from gui.text_widths import TextWidths
 
 SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 
 
-class TokenAxis(pg.AxisItem):
+class TokenAxis(FastAxis):
     def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5) -> None:
         """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars)."""
-        self._bounds_while_drawing: QRectF | None = None   # boundingRect, fixed while generateDrawSpecs runs
         super().__init__(orientation)
         self._offset = offset
         self._labels: list[str] = []
@@ -34,7 +32,6 @@ class TokenAxis(pg.AxisItem):
         self._turned_length = 0.0   # the longest label turned: its word, and the upright ␣ below it
         self._upright_image: tuple | None = None   # (what it shows, QImage, where it goes)
         self.setTickFont(ui_font(point_size))
-        self._text_width = TextWidths(self.style["tickFont"])
         self.setStyle(tickLength=4, hideOverlappingLabels=False)
         self.enableAutoSIPrefix(False)   # names have no units; the prefix check re-lays the title out per range
         if orientation in ("left", "right"):   # sized by set_labels: no relayout after the first paint
@@ -42,13 +39,18 @@ class TokenAxis(pg.AxisItem):
 
     def set_labels(self, labels: Sequence[str], columns: int | None = LABEL_COLUMNS) -> None:
         """The label of each row; longer than `columns` (CJK counts double) they are elided (None: never)."""
-        self._labels = list(labels) if columns is None else [elide(label, columns) for label in labels]
-        self._widest = max(map(self._text_width, self._labels), default=0.0)
-        self._turned_length = max(map(self._turned_extent, self._labels), default=0.0)
+        labels = list(labels) if columns is None else [elide(label, columns) for label in labels]
+        if labels == self._labels:
+            return   # nothing to draw anew
+        self._labels = labels
+        width = self.label_texts().width
+        self._widest = max(map(width, self._labels), default=0.0)
+        line = self._metrics().height()
+        self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth()))
         else:   # pyqtgraph learns the labels' height only while painting: an export paints once, too late
-            self._updateMaxTextSize(math.ceil(self._metrics().height()))
+            self._updateMaxTextSize(math.ceil(line))
         self.picture = None
         self._fit_to_labels()
         self.update()
@@ -76,10 +78,11 @@ class TokenAxis(pg.AxisItem):
         itself): without it the longest labels run under the title, or off the page's edge."""
         return self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
 
-    def _turned_extent(self, label: str) -> float:
-        """How far a turned label reaches below the axis: its word, then a line for the upright ␣."""
+    @staticmethod
+    def _turned_extent(label: str, width, line: float) -> float:
+        """How far a turned label reaches below the axis: its word (width), then a line for the upright ␣."""
         word = label.lstrip(SPACE_MARK)
-        return self._text_width(word) + (self._metrics().height() if word != label else 0.0)
+        return width(word) + (line if word != label else 0.0)
 
     def labels(self) -> list[str]:
         return list(self._labels)
@@ -112,35 +115,27 @@ class TokenAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):  # noqa: N802
         return [self._labels[int(v)] if 0 <= int(v) < len(self._labels) else "" for v in values]
 
-    def boundingRect(self) -> QRectF:  # noqa: N802
-        return self._bounds_while_drawing if self._bounds_while_drawing is not None else super().boundingRect()
-
-    def generateDrawSpecs(self, p):  # noqa: N802
-        # The base class asks for boundingRect once per label, and it cannot change meanwhile.
-        self._bounds_while_drawing = super().boundingRect()
-        try:
-            specs = super().generateDrawSpecs(p)
-        finally:
-            self._bounds_while_drawing = None
-        self._upright = []
-        if specs is None or self.orientation != "bottom" or not self._labels:
-            return specs
-        axis_spec, tick_specs, text_specs = specs
-        positions = sorted({float(tick[1].x()) for tick in tick_specs})
+    def drawing(self) -> AxisDrawing | None:
+        """The base class's layout; a bottom axis whose labels do not fit side by side draws them
+        turned instead (self._upright), and takes the height they need."""
+        laid_out = self.picture
+        drawing = super().drawing()
+        if drawing is None:
+            self._upright = []
+        if drawing is None or drawing is laid_out or self.orientation != "bottom" or not self._labels:
+            return drawing
+        positions = [x for x, _ in drawing.labelled]
         spacing = min((b - a for a, b in zip(positions, positions[1:])), default=math.inf)
+        self._upright = []
         if self._widest + 6 <= spacing:
             self._fit_height(None)
-            return specs
-        # Upright labels: map each tick's x back to its row, as the base class mapped it forward.
-        bounds = self.mapRectFromParent(self.geometry())
-        low, high = self.range
-        top = bounds.top() + max(0, self.style["tickLength"]) + self.style["tickTextOffset"][1]
-        for x in positions:
-            index = int(math.floor(low + (x - bounds.left()) * (high - low) / max(bounds.width(), 1e-9)))
-            if 0 <= index < len(self._labels):
-                self._upright.append((x, top, self._labels[index]))
+            return drawing
+        top = self.mapRectFromParent(self.geometry()).top() + max(0, self.style["tickLength"]) \
+            + self.style["tickTextOffset"][1]
+        self._upright = [(x, top, text) for x, text in drawing.labelled if text]
+        drawing.texts = []
         self._fit_height(self._turned_length)
-        return axis_spec, tick_specs, []
+        return drawing
 
     def _fit_height(self, text_width: float | None) -> None:
         """Room for upright labels (text_width) or the base class's automatic height (None)."""
@@ -152,7 +147,7 @@ class TokenAxis(pg.AxisItem):
             self.setHeight(wanted)
 
     def paint(self, p, opt, widget) -> None:
-        """The axis as pyqtgraph draws it, then the upright labels: on screen and in PNGs from an image
+        """The axis as FastAxis draws it, then the upright labels: on screen and in PNGs from an image
         made once per label set (turned text has no glyph cache: 64 labels cost tens of ms a repaint),
         in SVG as text."""
         super().paint(p, opt, widget)

@@ -18,6 +18,14 @@ from core.sample_text import sample_sentences  # noqa: E402
 from core.tokenizer import BPETokenizer  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cache_of_this_run(tmp_path_factory):
+    """What the tests' bundles leave in the cache (core.validation_cache) stays in this run's folder, not ~/.cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg_cache")))
+        yield
+
+
 @pytest.fixture(scope="session")
 def small_tokenizer() -> BPETokenizer:
     return BPETokenizer.train(sample_sentences(300, seed=1), vocab_size=400, min_frequency=1)

@@ -33,7 +33,7 @@ from core.interventions import Interventions
 from core.role_badges import BADGE_THRESHOLD, BADGES, head_badges, score_lines
 from gui import figure_pages as pages
 from gui import plotting
-from gui.head_grid import MARK_COLOUR, HeadGrid
+from gui.head_grid import MARK_COLOUR, HeadGridArea
 from gui.head_lines import HeadLinesView
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
@@ -43,6 +43,7 @@ from gui.qt_signals import qt_signals_blocked
 HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 HOVER_HINT = "Hover a cell for its weight and score; click it to select that query and key."
 ABLATE_CHOICES = (("zero", "zero"), ("mean", "its mean"))   # (Interventions.ablate_mode, shown)
+MIN_WIDTH_SLACK = 40   # px the head view's minimum width may exceed what its labels need
 GRID_HINT = f"Badges: role score ≥ {BADGE_THRESHOLD:g} · switch off: corner box, right-click, or a layer's name"
 GRID_HELP = (f"Badges ({' · '.join(BADGES.values())}): a role the head scores ≥ {BADGE_THRESHOLD:g} on, on this "
              "sentence or on the probe; hover a thumbnail for its scores (the Head roles panel defines them). "
@@ -99,7 +100,8 @@ class AttentionPanel(Panel):
         controls.addWidget(self.ablate_combo)
         controls.addWidget(self.all_heads_box)
 
-        self.grid = HeadGrid()
+        self.grid_area = HeadGridArea()   # big models' grids scroll: thumbnails keep a visible size
+        self.grid = self.grid_area.grid
         self.grid.sigHeadClicked.connect(lambda layer, head: self.sigSelect.emit({"layer": layer, "head": head}))
         self.grid.sigHeadToggled.connect(self.toggle_head)
         self.grid.sigLayerToggled.connect(self.toggle_layer)
@@ -120,14 +122,14 @@ class AttentionPanel(Panel):
         matrix_layout.addWidget(self.hover_label)
         # The large head gets the full height (every row labelled while it can be); the grid sits
         # above the head view, whose width suits a row of thumbnails.
-        self.grid.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
+        self.grid_area.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
         self.grid_help = QLabel(GRID_HINT)
         self.grid_help.setToolTip(GRID_HELP)
         self.grid_help.setWordWrap(True)
         grid_box = QWidget()
         grid_layout = QVBoxLayout(grid_box)
         grid_layout.setContentsMargins(0, 0, 0, 0)
-        grid_layout.addWidget(self.grid, 1)
+        grid_layout.addWidget(self.grid_area, 1)
         grid_layout.addWidget(self.grid_help)
         right = QSplitter(Qt.Orientation.Vertical)
         right.addWidget(grid_box)
@@ -150,8 +152,8 @@ class AttentionPanel(Panel):
         self.matrix = Heatmap("key token →", "query token ↓")
         view.addItem(self.matrix)
         # The bar is not linked to the image: the image is coloured by hand (masked cells grey).
-        self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=self._cmap, label=av.SCALE_MODES[0].bar_label,
-                                          interactive=False, width=14)
+        self.colour_bar = plotting.ColourBar(values=(0.0, 1.0), colorMap=self._cmap,
+                                             label=av.SCALE_MODES[0].bar_label, interactive=False, width=14)
         view.addItem(self.colour_bar)
         self.query_mark = self.matrix.add_outline(MARK_COLOUR, 1.5, Qt.PenStyle.DashLine)
         self.key_mark = self.matrix.add_outline(MARK_COLOUR, 3)
@@ -237,7 +239,7 @@ class AttentionPanel(Panel):
         if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
             self.matrix.setTitle(title, size="9pt")
         self.colour_bar.setLevels(plotting.finite_levels(levels))  # NaN runs: the bar still needs numbers
-        self.colour_bar.getAxis("left").setLabel(self.scale.mode.bar_label)
+        self.colour_bar.set_title(self.scale.mode.bar_label)
         self.shown = (layer, head)
 
     def _draw_lines(self, layer: int, head: int, all_heads: bool) -> None:
@@ -247,9 +249,13 @@ class AttentionPanel(Panel):
         which = f"all heads of layer {layer}" if all_heads else f"layer {layer} · head {head}"
         self.lines_view.set_lines(trace.labels(), trace.layers[layer].attn[heads], colours,
                                   [f"H{h}" for h in heads], f"{which} — line opacity = weight")
-        # Keep both label columns in sight: the splitter will not squeeze the head view below this.
+        # Keep both label columns in sight: the splitter will not squeeze the head view below this. A new
+        # minimum relays the whole window out, so it changes only when the labels need more room or
+        # much less (a few pixels of slack from sentence to sentence cost nothing).
         scroll_bar = self.lines_scroll.verticalScrollBar().sizeHint().width()
-        self.lines_scroll.setMinimumWidth(self.lines_view.minimumSizeHint().width() + scroll_bar + 4)
+        needed = self.lines_view.minimumSizeHint().width() + scroll_bar + 4
+        if not needed <= self.lines_scroll.minimumWidth() <= needed + MIN_WIDTH_SLACK:
+            self.lines_scroll.setMinimumWidth(needed)
 
     def _draw_badges(self) -> None:
         if self.roles is None:

@@ -19,6 +19,7 @@ from core.logit_lens import stage_label
 from core.raw_export import csv_text
 from core.readouts import default_target
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
+from gui.cell_picking import row_under
 from gui.figure_frame import figure_frame
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
@@ -83,7 +84,7 @@ class AttributionPanel(Panel):
         self.header = QLabel()
         self.header.setFont(ui_font(bold=True))
         self.header.setWordWrap(True)
-        self.axis = TokenAxis("left", offset=0.0)
+        self.axis = TokenAxis("left")   # row i is the unit cell [i, i+1) (gui.cell_picking)
         self.chart = pg.PlotWidget(axisItems={"left": self.axis})
         plot = self.chart.getPlotItem()
         plot.invertY(True)   # the largest contribution on top
@@ -138,7 +139,7 @@ class AttributionPanel(Panel):
 
     def _draw_bars(self) -> None:
         values = np.array([v for _, v in self.bars])
-        rows = np.arange(len(self.bars), dtype=float)
+        rows = np.arange(len(self.bars), dtype=float) + 0.5   # the centre of cell [i, i+1)
         kinds = [part_kind(name) for name, _ in self.bars]
         chosen = ("head", self.selection.layer, self.selection.head)
         self.bar_item.setOpts(x0=np.minimum(values, 0.0), y=rows, width=np.abs(values), height=BAR_HEIGHT,
@@ -148,17 +149,14 @@ class AttributionPanel(Panel):
         self.axis.set_labels([bar_label(name, value) for name, value in self.bars], columns=None)
         low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
         pad = 0.04 * max(high - low, 1e-9)
-        self.chart.getPlotItem().setRange(xRange=(low - pad, high + pad), yRange=(-0.5, len(rows) - 0.5),
+        self.chart.getPlotItem().setRange(xRange=(low - pad, high + pad), yRange=(0, len(rows)),
                                           padding=0)
 
     # ---------------------------------------------------------------- user input
     def bar_at(self, scene_pos) -> str | None:
         """The part whose row is under a scene point (anywhere across the plot, labels included)."""
-        plot = self.chart.getPlotItem()
-        if not self.bars or not plot.sceneBoundingRect().contains(scene_pos):
-            return None
-        row = int(np.floor(plot.vb.mapSceneToView(scene_pos).y() + 0.5))
-        return self.bars[row][0] if 0 <= row < len(self.bars) else None
+        row = row_under(self.chart.getPlotItem(), scene_pos, len(self.bars))
+        return None if row is None else self.bars[row][0]
 
     def _on_chart_clicked(self, event) -> None:
         name = self.bar_at(event.scenePos()) if event.button() == Qt.MouseButton.LeftButton else None

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Signal
-from PySide6.QtWidgets import QLabel, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGraphicsView, QLabel, QStackedWidget, QVBoxLayout, QWidget
+from shiboken6 import isValid
 
 from core.trace import Trace
 from core.trace_fields import describe_request, trace_holds
@@ -37,9 +38,61 @@ class Figure:
     page_size: Callable[[], QSize] | None = None
 
 
-FRAME_S = 1 / 60      # a panel posted to draws at most once per frame
-LAYOUT_ROUNDS = 3     # a layout resizes children, whose layouts ask again: a few rounds settle them
+FRAME_S = 1 / 60      # panels posted to draw at most once per frame
+LAYOUT_ROUNDS = 10    # a change deep in a panel climbs one layout a round to the window, whose relayout comes back
 _NOTHING = object()   # no trace (or selection) waits to be drawn; None is a trace: "nothing to show"
+
+
+def settle_layouts() -> None:
+    """Handle the layout requests that drawing posted now, before the paint: handled after it, they
+    would cost a second layout pass and a second paint of every plot."""
+    for _ in range(LAYOUT_ROUNDS):
+        QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
+class _Frame:
+    """The one clock every posted panel draws by: the panels posted to within a frame draw together,
+    then their layouts settle once and the window paints once (three panels drawing one after the
+    other would each relayout the main window and its docks)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[int, Panel] = {}
+        self._last = -1.0   # time.monotonic() of the last frame
+        self._timer = QTimer()
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._draw)
+
+    def schedule(self, panel: Panel) -> None:
+        self._waiting[id(panel)] = panel
+        if not self._timer.isActive():
+            wait = FRAME_S - (time.monotonic() - self._last)
+            self._timer.start(max(0, round(wait * 1000)))
+
+    def _draw(self) -> None:
+        """One panel failing to draw must not stop the others: the error goes to sys.excepthook."""
+        self._last = time.monotonic()
+        panels, self._waiting = [p for p in self._waiting.values() if isValid(p)], {}
+        drawn = []
+        for panel in panels:
+            try:
+                if panel.draw_posted():
+                    drawn.append(panel)
+            except Exception:
+                sys.excepthook(*sys.exc_info())
+                panel.sigDrawFailed.emit()
+        settle_layouts()
+        for panel in drawn:
+            panel.prepare_plots()
+
+
+_frame: _Frame | None = None
+
+
+def _the_frame() -> _Frame:
+    global _frame
+    if _frame is None:   # made on first use: its timer needs the application
+        _frame = _Frame()
+    return _frame
 
 
 class Panel(QWidget):
@@ -90,10 +143,6 @@ class Panel(QWidget):
         layout.addWidget(self.intervention_banner)
         layout.addWidget(self._stack)
         self._posted_trace = self._posted_selection = _NOTHING
-        self._last_flush = -1.0   # time.monotonic() of the last posted draw
-        self._frame_timer = QTimer(self)
-        self._frame_timer.setSingleShot(True)
-        self._frame_timer.timeout.connect(self._flush_on_frame)
 
     def set_content(self, content: QWidget) -> None:
         """What the panel shows while there is a trace (called once, while building)."""
@@ -115,7 +164,7 @@ class Panel(QWidget):
     def post_trace(self, trace: Trace | None, selection: Selection) -> None:
         """Store the newest trace and its selection; drawn at the next frame (one refresh for both)."""
         self._posted_trace, self._posted_selection = trace, selection
-        self._schedule_frame()
+        _the_frame().schedule(self)
 
     def post_selection(self, selection: Selection) -> None:
         """Store the newest selection; drawn at the next frame, with a posted trace if one waits.
@@ -123,7 +172,7 @@ class Panel(QWidget):
         if self._posted_trace is _NOTHING:
             self.selection = selection
         self._posted_selection = selection
-        self._schedule_frame()
+        _the_frame().schedule(self)
 
     def has_posted(self) -> bool:
         """A posted trace or selection is waiting to be drawn."""
@@ -132,35 +181,32 @@ class Panel(QWidget):
     def flush(self) -> None:
         """Draw the posted trace and selection now (nothing if none waits), then let the layouts that
         drawing changed settle, so the paint that follows sees the final sizes."""
-        self._frame_timer.stop()
+        if self.draw_posted():
+            settle_layouts()
+            self.prepare_plots()
+
+    def draw_posted(self) -> bool:
+        """Draw the posted trace and selection, if any waits (True then); the layouts are left to settle."""
         trace, selection = self._posted_trace, self._posted_selection
         self._posted_trace = self._posted_selection = _NOTHING
         if trace is _NOTHING and selection is _NOTHING:
-            return
-        self._last_flush = time.monotonic()
+            return False
         if trace is not _NOTHING:
             if selection is not _NOTHING:
                 self.selection = selection
             self.set_trace(trace)
         else:
             self.set_selection(selection)
-        # New labels and sizes post layout requests; handled after the first paint they would cost a
-        # second layout pass and a second paint of every plot.
-        for _ in range(LAYOUT_ROUNDS):
-            QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+        return True
 
-    def _schedule_frame(self) -> None:
-        if not self._frame_timer.isActive():
-            wait = FRAME_S - (time.monotonic() - self._last_flush)
-            self._frame_timer.start(max(0, round(wait * 1000)))
-
-    def _flush_on_frame(self) -> None:
-        """One panel failing to draw must not stop the others: the error goes to sys.excepthook."""
-        try:
-            self.flush()
-        except Exception:
-            sys.excepthook(*sys.exc_info())
-            self.sigDrawFailed.emit()
+    def prepare_plots(self) -> None:
+        """Apply the plots' new ranges now. pyqtgraph moves a ViewBox's items to a new range when the
+        view is about to paint (GraphicsScene.prepareForPaint): moved during the paint, they would
+        ask for a second paint of the whole plot."""
+        for view in self.findChildren(QGraphicsView):
+            prepare = getattr(view.scene(), "prepareForPaint", None)
+            if prepare is not None and view.isVisible():
+                prepare()
 
     def set_variant(self, tag: str, trace: Trace | None) -> None:
         """The answer to sigRequestVariant(tag, ...): a Trace run with those interventions (None if it failed)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from core import routing
 from core.routing_view import LayerRouting, experts_off, layer_routing, switch_expert
@@ -29,6 +29,7 @@ ROUTER_EXPLANATION = ("The router is a trainable classifier (one linear layer) t
                       "for each expert; the top few experts are kept, each computes a new vector, and their outputs "
                       "are added by their weights. (中文：路由规则是一层分类网络，参与训练，输出一组专家概率，"
                       "选择最高的那几个专家；这些专家分别预测新的向量，按专家概率把它们加起来。)")
+MAX_LAYER_BUTTONS = 8   # more layers (Mixtral 8x7B: 32) get a drop-down: 32 buttons are wider than a screen
 DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP that every token goes through "
               "(Llama, Mistral and Qwen are built this way), so there are no experts to show.")
 
@@ -49,6 +50,9 @@ class MoePanel(Panel):
         self.layer_bar = QHBoxLayout()
         self.layer_buttons = QButtonGroup(self)
         self.layer_buttons.idClicked.connect(lambda l: self.sigSelect.emit({"layer": int(l)}))
+        self.layer_box = QComboBox()   # instead of the buttons, past MAX_LAYER_BUTTONS layers
+        self.layer_box.setVisible(False)
+        self.layer_box.activated.connect(lambda l: self.sigSelect.emit({"layer": int(l)}))   # the user's choice only
         self.router = RouterView()
         self.hover = QLabel("Hover over a cell for its exact numbers; click a row to select that token.", wordWrap=True)
         self.load = ExpertLoadBars()
@@ -73,10 +77,10 @@ class MoePanel(Panel):
         layer_row.addWidget(self.caption, 1)
         layer_row.addWidget(QLabel("Layer:"))
         layer_row.addLayout(self.layer_bar)
+        layer_row.addWidget(self.layer_box)
         # A docked panel can be small: the what-if (the panel's action) comes first, the load below it;
         # both keep a readable height and scroll instead.
-        self.whatif.setMinimumHeight(300)
-        self.load.setMinimumHeight(260)
+        self.whatif.setMinimumHeight(300)   # the load's least height is its layout's: its switches wrap
         column = QWidget()
         column_layout = QVBoxLayout(column)
         column_layout.setContentsMargins(0, 0, 0, 0)
@@ -121,16 +125,24 @@ class MoePanel(Panel):
         self._draw_whatif()
 
     def _sync_layer_buttons(self, num_layers: int, layer: int) -> None:
+        many = num_layers > MAX_LAYER_BUTTONS
         buttons = self.layer_buttons.buttons()
-        if len(buttons) != num_layers:  # a new model: rebuild; otherwise only the checked one changes
+        if len(buttons) != (0 if many else num_layers):  # a new model: rebuild; otherwise only the checked one changes
             for button in buttons:
                 self.layer_buttons.removeButton(button)
                 button.deleteLater()
-            for l in range(num_layers):
+            for l in range(0 if many else num_layers):
                 button = QPushButton(f"layer {l}", checkable=True)
                 self.layer_buttons.addButton(button, l)
                 self.layer_bar.addWidget(button)
-        self.layer_buttons.button(layer).setChecked(True)
+        if self.layer_box.count() != (num_layers if many else 0):
+            self.layer_box.clear()
+            self.layer_box.addItems([f"layer {l} of {num_layers}" for l in range(num_layers)] if many else [])
+        self.layer_box.setVisible(many)
+        if many:
+            self.layer_box.setCurrentIndex(layer)
+        else:
+            self.layer_buttons.button(layer).setChecked(True)
 
     def _draw_banner(self, trace: Trace) -> None:
         forced: dict[tuple[int, int], list[int]] = {}  # (layer, token) -> forced experts, by slot
@@ -242,8 +254,9 @@ class MoePanel(Panel):
         if self.trace is None or not self.trace.config.is_moe:
             return []
         shown, n = self.routing, self.trace.n_tokens
-        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n)),
-                   Figure("moe_expert_load", self.load, shown.load_csv,
+        width = max(pages.PAGE_WIDTH, self.router.least_width(shown.n_experts))   # 64 experts: a wider page
+        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n, width=width)),
+                   Figure("moe_expert_load", self.load.plots, shown.load_csv,   # the chart: no switches, no token list
                           extra_tables={"moe_expert_tokens": shown.tokens_csv})]
         if self.result is not None:
             figures.append(Figure("moe_whatif", self.whatif.result_widget, self.result.comparison().csv))

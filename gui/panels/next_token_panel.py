@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxLayout, QLabel,
                                QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
@@ -19,6 +18,7 @@ from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
+from gui.figure_pages import ink, page_background
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView
@@ -75,8 +75,8 @@ class NextTokenPanel(Panel):
     def _build_figure_box(self) -> None:
         self.figure_box.setAutoFillBackground(True)
         palette = self.figure_box.palette()
-        palette.setColor(self.figure_box.backgroundRole(), QColor("white"))
-        palette.setColor(self.figure_box.foregroundRole(), QColor("black"))
+        palette.setColor(self.figure_box.backgroundRole(), page_background())   # white, or --theme dark's
+        palette.setColor(self.figure_box.foregroundRole(), ink("black", "#e6e6e6"))
         self.figure_box.setPalette(palette)
         self.header.setFont(ui_font(bold=True))
         self.header.setWordWrap(True)
@@ -190,7 +190,8 @@ class NextTokenPanel(Panel):
 
     def draw(self) -> None:
         self.position = self.selection.query_index(self.trace.n_tokens)
-        self.top_k.setMaximum(self.trace.config.vocab_size)
+        if self.top_k.maximum() != self.trace.config.vocab_size:   # setting it, even unchanged, relays the window out
+            self.top_k.setMaximum(self.trace.config.vocab_size)
         self._redraw_chart()
         self._show_effect()
 

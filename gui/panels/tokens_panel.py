@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, QSize, Qt
+from PySide6.QtCore import QSize, QStringListModel, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QLabel, QListView, QPushButton,
                                QScrollArea, QSlider, QSplitter, QVBoxLayout, QWidget)
@@ -57,28 +57,6 @@ def scrolled(widget: QWidget) -> QScrollArea:
 REPLAY_LINES = 40       # lines of chips the tokens_merges figure aims at
 MIN_REPLAY_ROWS = 6
 BYTE_CHIP_WIDTH = 19    # logical pixels of a one-byte chip and its gap (an estimate: wrapping is exact)
-
-
-class StepListModel(QAbstractListModel):
-    """The replay's step entries for a list view: a new sentence swaps the list in one reset, and the
-    view asks only for the rows on screen (a QListWidget built an item for each of hundreds of steps)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._entries: list[str] = []
-
-    def set_entries(self, entries: list[str]) -> None:
-        self.beginResetModel()
-        self._entries = entries
-        self.endResetModel()
-
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:  # noqa: N802 (Qt's name)
-        return 0 if parent.isValid() else len(self._entries)
-
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
-        if role == Qt.ItemDataRole.DisplayRole and index.isValid():
-            return self._entries[index.row()]
-        return None
 
 
 class MergeSequence(QWidget):
@@ -239,7 +217,9 @@ class TokensPanel(Panel):
         view_layout.addWidget(self.step_label)
         view_layout.addWidget(self.pieces)
 
-        self.step_model = StepListModel()
+        # A C++ model: a new sentence swaps the steps in one reset, and the view asks for the rows it shows
+        # without calling into Python (a QListWidget built an item for each of hundreds of steps).
+        self.step_model = QStringListModel()
         self.step_list = QListView()
         self.step_list.setModel(self.step_model)
         self.step_list.setMinimumWidth(180)
@@ -288,7 +268,7 @@ class TokensPanel(Panel):
         self.replay = replay
         steps = replay.n_steps if replay is not None else 0
         with qt_signals_blocked(self.slider):
-            self.step_model.set_entries(replay.entries() if replay is not None else [])
+            self.step_model.setStringList(replay.entries() if replay is not None else [])
             self.slider.setRange(0, steps)
             if not self.pin_button.isChecked():
                 self.slider.setValue(steps)

@@ -10,7 +10,7 @@ import pytest
 
 from core import routing
 from core.interventions import Interventions
-from core.routing_view import layer_routing, switch_expert, whatif_comparison
+from core.routing_view import expert_ticks, layer_routing, switch_expert, whatif_comparison
 from core.runners import NumpyRunner, OnnxRunner
 from core.session import analyse
 
@@ -136,3 +136,29 @@ def test_cell_text_names_the_cell_and_what_the_router_did(bundle, trace):
     assert view.cell_text(token, unchosen).endswith("not chosen")
     off = layer_routing(analyse(NumpyRunner(bundle), TEXT, interventions=switch_expert(trace, 0, unchosen, False)), 0)
     assert off.cell_text(token, unchosen).endswith("switched off")
+
+
+# ---------------------------------------------------------------- numbering many expert columns
+
+def _kept(ticks: list[tuple[int, str]]) -> list[int]:
+    return [expert for expert, _ in ticks]
+
+
+def test_expert_numbers_are_all_there_while_each_fits_its_column():
+    assert expert_ticks(np.zeros(8, bool), 1.0) == [(e, str(e)) for e in range(8)]
+
+
+@pytest.mark.parametrize("n, room, every", [(32, 3.0, 4), (64, 5.5, 8), (64, 1.5, 2)])
+def test_too_many_columns_number_every_nth_a_power_of_two(n, room, every):
+    assert _kept(expert_ticks(np.zeros(n, bool), room)) == list(range(0, n, every))
+
+
+@pytest.mark.parametrize("off_experts", [[5], [5, 6], [0, 31]])
+def test_switched_off_experts_are_always_numbered_and_no_two_numbers_crowd(off_experts):
+    off = np.zeros(32, bool)
+    off[off_experts] = True
+    ticks = expert_ticks(off, 3.0)
+    kept = _kept(ticks)
+    assert off_experts[0] in kept and f"{off_experts[0]}✕" in dict(ticks).values()
+    assert all(b - a >= 3.0 for a, b in zip(kept, kept[1:]))
+    assert all(text.endswith("✕") == bool(off[e]) for e, text in ticks)

@@ -34,7 +34,9 @@ def make_window(qtbot, bundle, settings):
     yield make
     for window in windows:
         window.close()
-        assert not window.controller.is_running(), "the worker thread outlived its window"
+        # A stage that cannot be interrupted (an ORT session being built) may outlast close()'s short
+        # wait on a loaded machine; what matters is that the threads do end, and soon.
+        qtbot.waitUntil(lambda w=window: not w.controller.is_running(), timeout=10_000)
 
 
 @pytest.fixture

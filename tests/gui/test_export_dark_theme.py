@@ -10,7 +10,7 @@ from gui import export
 from gui.headless import ExportRequest, FigureHost
 from tests.gui.test_export_vector import pixels
 
-FIGURES = ("tokens_chips", "tokens_merges", "attention_lines")
+FIGURES = ("tokens_chips", "tokens_merges", "attention_lines", "next_token_bars")
 
 
 @pytest.mark.parametrize("theme", ("light", "dark"))

@@ -110,3 +110,18 @@ def test_a_figure_on_a_hidden_tab_is_painted_at_its_page_size(qapp, bundle):
         return pixels.reshape(h // 8, 8, w // 8, 8, 3).mean(axis=(1, 3))
 
     assert np.abs(blocks(png) - blocks(raster)).mean() < 8
+
+
+def test_no_figure_shows_a_control(host, bundle):
+    """Buttons, switches and text boxes are for the screen: a figure is the picture alone."""
+    from PySide6.QtWidgets import QAbstractButton, QComboBox, QLineEdit, QTextEdit
+
+    trace = analyse(NumpyRunner(bundle), LONG)
+    for figure in host.figures(trace, ExportRequest(formats=("png",))):
+        if figure.name == "interventions_switches":   # a record of the switches themselves, as set
+            continue
+        with on_page(figure) as page:
+            controls = [w for kind in (QAbstractButton, QComboBox, QLineEdit, QTextEdit)
+                        for w in page.findChildren(kind)
+                        if w.isVisibleTo(page) and not w.objectName().startswith("qt_")]   # a table's own corner
+            assert not controls, (figure.name, [type(w).__name__ for w in controls])

@@ -189,10 +189,13 @@ def test_clicking_a_head_bar_selects_that_head(qtbot, show, trace):
     panel.set_trace(trace)
     row = next(i for i, (name, _) in enumerate(panel.bars) if name == "L1.H3")
     plot = panel.chart.getPlotItem()
-    scene = plot.vb.mapViewToScene(QPointF(0.0, float(row)))
-    with qtbot.waitSignal(panel.sigSelect, timeout=1000) as spy:
-        click_scene(panel.chart, scene, qtbot)
-    assert spy.args[0] == {"layer": 1, "head": 3}
+    for inside in (0.1, 0.5, 0.9):   # bar i is the cell [i, i+1), picked like every other cell (gui.cell_picking)
+        scene = plot.vb.mapViewToScene(QPointF(0.0, row + inside))
+        assert panel.bar_at(scene) == "L1.H3"
+        with qtbot.waitSignal(panel.sigSelect, timeout=1000) as spy:
+            click_scene(panel.chart, scene, qtbot)
+        assert spy.args[0] == {"layer": 1, "head": 3}
+    assert panel.bar_at(plot.vb.mapViewToScene(QPointF(0.0, len(panel.bars) + 0.5))) is None
 
 
 # ---------------------------------------------------------------- parity

@@ -62,7 +62,7 @@ def test_the_space_marker_of_a_turned_label_is_upright_and_under_its_word(show):
 def test_a_bottom_axis_is_tall_enough_for_turned_labels_before_any_paint(qtbot):
     axis = turned_axis()
     axis.setGeometry(QRectF(0, 0, WIDTH, HEIGHT))
-    assert axis.fixedHeight is not None and axis.fixedHeight >= axis._text_width("because") + axis._metrics().height()
+    assert axis.fixedHeight is not None and axis.fixedHeight >= axis.label_texts().width("because") + axis._metrics().height()
     axis.set_labels(["a", "b"])   # two short labels fit side by side: back to the automatic height
     axis.setRange(0, 2)
     assert axis.fixedHeight is None
