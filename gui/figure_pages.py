@@ -9,12 +9,13 @@ Page sizes are logical pixels (1/96 inch); a PNG is painted at twice that by def
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Iterator
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QResizeEvent
-from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QScrollArea, QScrollBar, QWidget
+from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidget, QLabel, QScrollArea, QScrollBar, QWidget
 
 from gui.panels.base import Figure
 
@@ -24,12 +25,71 @@ MAX_PAGE_SIDE = 12_000      # a page taller than this (thousands of tokens) is c
 
 
 MAX_PAGE_WIDTH = 1400       # a figure of many heads or tokens shrinks its cells to stay this wide
+MIN_CELL = 12.0             # a heatmap cell never shrinks below a legible row of 8.5 pt labels
+MATRIX_SIDE = (1000.0, 600.0)   # a matrix of many rows or columns shrinks its cells to about this many pixels
+PLOT_HEIGHT = 440           # a figure of curves: its plots this high, under a caption as high as its text
 
 
 def cell_size(n: int) -> float:
     """Logical pixels per heatmap cell for n tokens: large for a short sentence, shrinking slowly
     (24 px at 16 tokens, 12 px from 64), so the page still grows with the token count."""
-    return max(12.0, min(32.0, 24.0 * (16.0 / max(1, n)) ** 0.5))
+    return max(MIN_CELL, min(32.0, 24.0 * (16.0 / max(1, n)) ** 0.5))
+
+
+def matrix_cell(rows: int, cols: int, widest: float = 40.0, tallest: float = 32.0) -> QSizeF:
+    """A cell of a rows × cols matrix whose axes are not the same (stages × tokens, layers × heads): as
+    large as widest × tallest, narrower (lower) when the columns (rows) would pass MATRIX_SIDE, never
+    below MIN_CELL, so the page grows with the count once the cells are at their least."""
+    width = max(MIN_CELL, min(widest, MATRIX_SIDE[0] / max(1, cols)))
+    height = max(MIN_CELL, min(tallest, MATRIX_SIDE[1] / max(1, rows)))
+    return QSizeF(width, height)
+
+
+def fit_view(widget: QWidget, view: QGraphicsWidget, content: QSizeF, rounds: int = 4) -> QSize:
+    """The page on which `view` (a plot's ViewBox) is `content` logical pixels, and the rest of the page
+    exactly what surrounds it: axes with their labels, titles, the colour bar and its scale, a caption.
+
+    That surround is measured by laying the widget out, not guessed: it depends on the labels (a long
+    token widens an axis, labels turned upright deepen one) and on the width (a caption wraps), so a
+    few rounds of lay out, measure, resize settle it. The widget's least size (its layout's) may make it larger.
+    """
+    size = _around(widget, view, content)   # a first guess from the layout the widget has now
+    for _ in range(rounds):
+        _resize_and_settle(widget, size)
+        wanted = _around(widget, view, content)
+        if wanted == size:
+            break
+        size = wanted
+    return size
+
+
+def _around(widget: QWidget, view: QGraphicsWidget, content: QSizeF) -> QSize:
+    """The widget's size with `view` at `content`, the rest of the widget as it is laid out now."""
+    box = view.sceneBoundingRect()   # a graphics view draws its scene 1:1: scene pixels are widget pixels
+    wanted = QSize(math.ceil(widget.width() - box.width() + content.width()),
+                   math.ceil(widget.height() - box.height() + content.height()))
+    return wanted.expandedTo(least_size(widget, wanted.width()))   # below it, children overflow
+
+
+def least_size(widget: QWidget, width: int) -> QSize:
+    """The least size the widget's layout lets it have at `width` (a caption wrapped at that width)."""
+    least = widget.minimumSizeHint().expandedTo(widget.minimumSize())
+    layout = widget.layout()
+    if layout is not None and layout.hasHeightForWidth():
+        least.setHeight(max(least.height(), layout.totalMinimumHeightForWidth(max(width, least.width()))))
+    return least
+
+
+def cells_page(widget: QWidget, view: QGraphicsWidget, rows: int, cols: int, cell: QSizeF) -> QSize:
+    """A heatmap's page: rows × cols cells of `cell` pixels, its axes, titles and colour bar around them."""
+    return fit_view(widget, view, QSizeF(cols * cell.width(), rows * cell.height()))
+
+
+def captioned_page(caption: QLabel, plots_height: int, width: int = PAGE_WIDTH) -> QSize:
+    """A caption above plots (a positions figure): the caption as high as its text needs at `width`,
+    the plots `plots_height` high, whatever the caption's length."""
+    text = caption.heightForWidth(width) if caption.hasHeightForWidth() else caption.sizeHint().height()
+    return QSize(width, max(text, 0) + plots_height)
 
 
 def heatmap_page(rows: int, cols: int, left: int = 130, right: int = 120, top: int = 40,
@@ -39,13 +99,12 @@ def heatmap_page(rows: int, cols: int, left: int = 130, right: int = 120, top: i
     return QSize(round(cols * cell) + left + right, round(rows * cell) + top + bottom)
 
 
-def grid_page(rows: int, cols: int, tokens: int, gap: float = 0.12, margin: tuple[float, float] = (0.32, 0.42),
-              title: int = 34) -> QSize:
-    """A rows × cols grid of square thumbnails (a layer × head grid), each showing tokens × tokens cells."""
-    units_w, units_h = cols * (1 + gap) - gap + margin[0], rows * (1 + gap) - gap + margin[1]
+def grid_page(grid, tokens: int) -> QSize:
+    """A layer × head grid (gui.head_grid.HeadGrid) of square thumbnails, each showing tokens × tokens cells:
+    thumbnails 8 px a token (110-220 px), smaller when the grid would pass MAX_PAGE_WIDTH."""
     thumb = max(110.0, min(220.0, 8.0 * tokens))
-    thumb = min(thumb, MAX_PAGE_WIDTH / units_w)
-    return QSize(round(thumb * units_w) + 16, round(thumb * units_h) + title)
+    thumb = min(thumb, thumb * MAX_PAGE_WIDTH / grid.content_size(thumb).width())
+    return fit_view(grid, grid.view, grid.content_size(thumb))
 
 
 def natural_height(widget: QWidget, width: int) -> int:
@@ -112,8 +171,8 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
     held = parent_layout is not None and parent_layout.isEnabled()
     if held:   # while on the page, the dock's layout must not put the widget back at its dock size
         parent_layout.setEnabled(False)
-    size = page_size(figure)
     before = widget.size()
+    size = page_size(figure)   # a page size measured by laying the widget out resizes it: after `before`
     areas = _scroll_areas(widget)
     policies = [(area.horizontalScrollBarPolicy(), area.verticalScrollBarPolicy()) for area in areas]
     for area in areas:   # a page shows all of its content: a scroll bar on paper scrolls nothing

@@ -311,6 +311,11 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         title = self.title.sizeHint(Qt.SizeHint.PreferredSize, QSizeF()).height()
         return QSize(math.ceil(left + right), math.ceil(top + bottom + title + self.ci.layout.verticalSpacing()))
 
+    def content_size(self, thumb: float) -> QSizeF:
+        """The pixels the view needs to show every thumbnail `thumb` pixels wide, with its names' margins."""
+        (left, top), (width, height) = self._margins_px(), self._units()
+        return QSizeF(left + width * thumb + EDGE_PX, top + height * thumb + EDGE_PX)
+
     def least_size(self) -> QSize:
         """The size at which every thumbnail is MIN_THUMBNAIL_PX: the scroll area scrolls below it."""
         (left, top), (width, height), chrome = self._margins_px(), self._units(), self._chrome_px()

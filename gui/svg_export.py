@@ -112,13 +112,14 @@ def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
             boxes = _clipping_boxes(view)
             with _unpainted([box.childGroup for box in boxes]):
                 drawn = _drawn_svg(viewport, title, where.topLeft(), widget)
-            clipped.append((where, drawn))
+            clipped.append((where, drawn, ppp))
             for box in boxes:   # a plot's data, clipped to its box as pyqtgraph's ViewBox clips it
                 box_rect = view.mapFromScene(box.sceneBoundingRect()).boundingRect().translated(where.topLeft())
                 page_of_scene = view.viewportTransform() * QTransform.fromTranslate(where.x(), where.y())
-                clipped.append((box_rect.intersected(where), _drawn_items_svg(box.childGroup, page_of_scene, widget)))
-    clipped = [_clipped_group(f"glassbox-clip-{index}", rect, _svg_body(portable_svg(drawn, pixels_per_point=ppp)))
-               for index, (rect, drawn) in enumerate(clipped)]
+                clipped.append((box_rect.intersected(where), _drawn_items_svg(box.childGroup, page_of_scene, widget),
+                                1.0))   # drawn at the page's resolution: font sizes are pixels already
+    clipped = [_clipped_group(f"glassbox-clip-{index}", rect, _svg_body(portable_svg(drawn, pixels_per_point=scale)))
+               for index, (rect, drawn, scale) in enumerate(clipped)]
     return _with_version_1_1(document.replace(b"</svg>", b"".join(clipped) + b"</svg>", 1)) if clipped else document
 
 
@@ -184,6 +185,9 @@ def _drawn_items_svg(root: QGraphicsItem, page_of_scene: QTransform, page: QWidg
     generator.setOutputDevice(buffer)
     generator.setSize(page.size())
     generator.setViewBox(QRect(0, 0, max(1, page.width()), max(1, page.height())))
+    # At the page's resolution, not the generator's 72 dpi: a QPicture (pyqtgraph's bars of several colours)
+    # replays scaled by the ratio of the two, and the bars came out at three quarters of their size.
+    generator.setResolution(page.logicalDpiY())
     painter = QPainter(generator)
     try:
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -402,15 +406,25 @@ def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
         return tag
     shown_w = math.hypot(m[0], m[1]) * _number(attrs.get(b"width", b"0"))
     shown_h = math.hypot(m[2], m[3]) * _number(attrs.get(b"height", b"0"))
-    factor = min(shown_w / max(1, image.width()), shown_h / max(1, image.height()))
-    budget = math.sqrt(UPSCALED_IMAGE_PIXELS / max(1, image.width() * image.height()))
-    times = int(min(math.ceil(2 * factor), budget))   # 2x: still whole cells at twice the page size
-    if factor < 1.5 or times < 2:
+    # Each axis on its own: a matrix of many narrow columns and few tall rows (dimensions × tokens) is
+    # enlarged along its rows too, or a renderer that smooths blurs every row into the next.
+    times_w, times_h = _enlargement(shown_w / max(1, image.width())), _enlargement(shown_h / max(1, image.height()))
+    budget = UPSCALED_IMAGE_PIXELS / max(1, image.width() * image.height())
+    if times_w * times_h > budget:
+        shrink = math.sqrt(budget / (times_w * times_h))
+        times_w, times_h = max(1, int(times_w * shrink)), max(1, int(times_h * shrink))
+    if times_w * times_h < 2:
         return tag
-    large = image.scaled(image.width() * times, image.height() * times, Qt.AspectRatioMode.IgnoreAspectRatio,
+    large = image.scaled(image.width() * times_w, image.height() * times_h, Qt.AspectRatioMode.IgnoreAspectRatio,
                          Qt.TransformationMode.FastTransformation)
     head = head.replace(b"<image ", b'<image style="image-rendering:pixelated" ', 1)
     return head + sep + base64.b64encode(_png_of(large)) + quote + tail
+
+
+def _enlargement(factor: float) -> int:
+    """How many times to repeat each pixel along an axis shown `factor` times enlarged: 1 when it is not
+    (a renderer shrinking an image does not blur it), else 2x: still whole cells at twice the page size."""
+    return 1 if factor < 1.5 else math.ceil(2 * factor)
 
 
 def _png_of(image: QImage) -> bytes:

@@ -48,7 +48,9 @@ class TokenAxis(FastAxis):
         line = self._metrics().height()
         self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
-            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6))
+            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth()))
+        else:   # pyqtgraph learns the labels' height only while painting: an export paints once, too late
+            self._updateMaxTextSize(math.ceil(line))
         self.picture = None
         self._fit_to_labels()
         self.update()
@@ -70,6 +72,11 @@ class TokenAxis(FastAxis):
         pixels_per_row = self.geometry().width() / max(high - low, 1e-9)
         spacing = self.label_step(pixels_per_row) * pixels_per_row
         self._fit_height(None if self._widest + 6 <= spacing else self._turned_length)
+
+    def _title_depth(self) -> float:
+        """The room the axis title takes beside the labels (as pyqtgraph reserves it when it sizes the axis
+        itself): without it the longest labels run under the title, or off the page's edge."""
+        return self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0.0
 
     @staticmethod
     def _turned_extent(label: str, width, line: float) -> float:

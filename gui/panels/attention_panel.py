@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QRectF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
 
@@ -214,10 +214,11 @@ class AttentionPanel(Panel):
         n = trace.n_tokens
         return [
             Figure("attention_grid", self.grid, lambda: av.long_csv(trace, every_layer, every_head),
-                   page_size=lambda: pages.grid_page(trace.num_layers, trace.num_heads, n)),
+                   page_size=lambda: pages.grid_page(self.grid, n)),
             Figure("attention_head", self.matrix_view, lambda: av.head_csv(trace, layer, head, "attn"),
                    {"attention_head_scores": lambda: av.head_csv(trace, layer, head, "scores")},
-                   page_size=lambda: pages.heatmap_page(n, n)),
+                   page_size=lambda: pages.cells_page(self.matrix_view, self.matrix.vb, n, n,
+                                                      QSizeF(pages.cell_size(n), pages.cell_size(n)))),
             Figure("attention_lines", self.lines_view, lambda: av.long_csv(trace, [layer], lines_heads),
                    page_size=lambda: pages.lines_page(self.lines_view)),
         ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF
+from PySide6.QtCore import QRectF, QSize
 from PySide6.QtGui import QColor, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
@@ -25,6 +25,7 @@ from core.logit_lens import STAGES_NOTE, TOP_K, LogitLens, formation_of, logit_l
 from core.raw_export import csv_text
 from core.readouts import default_target
 from core.trace import Trace
+from gui import figure_pages as pages
 from gui import plotting
 from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
@@ -230,9 +231,15 @@ class LogitLensPanel(Panel):
             self.refresh()
         if self.lens is None:
             return []
-        return [Figure("logit_lens_heatmap", self.heatmap_box, table=self.heatmap_csv),
+        return [Figure("logit_lens_heatmap", self.heatmap_box, table=self.heatmap_csv, page_size=self.heatmap_page),
                 Figure("logit_lens_position", self.position_box, table=self.position_csv,
                        extra_tables={"logit_lens_target": self.target_csv})]
+
+    def heatmap_page(self) -> QSize:
+        """Cells wide enough for their token while the sentence is short (44 px), a row per stage."""
+        stages, tokens = len(self.lens.stage_names), self.trace.n_tokens
+        return pages.cells_page(self.heatmap_box, self.heatmap.vb, stages, tokens,
+                                pages.matrix_cell(stages, tokens, widest=44.0, tallest=34.0))
 
     def heatmap_csv(self) -> str:
         """stage, position, the piece read there, that stage's top token and its probability."""

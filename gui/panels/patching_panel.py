@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea,
                                QVBoxLayout, QWidget)
 
@@ -19,6 +19,7 @@ from core.interventions import stage_names
 from core.logit_lens import STAGES_NOTE, stage_label
 from core.patching import PairWording, PatchResult, cell_interventions, prepare_pair, run_all_sweeps
 from core.raw_export import csv_text, matrix_csv_text
+from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
 from gui.heatmap import Heatmap
@@ -242,5 +243,11 @@ class PatchingPanel(Panel):
         return matrix_csv_text(matrix, rows, cols, corner="normalised_metric")
 
     def figures(self) -> list[Figure]:
-        return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.sweep_csv(kind))
+        return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.sweep_csv(kind),
+                       page_size=lambda kind=kind: self.sweep_page(kind))
                 for kind in SWEEP_TITLES]
+
+    def sweep_page(self, kind: str) -> QSize:
+        """A sweep's page: its matrix's cells (none before a sweep ran: the view's least size), axes, title, bar."""
+        rows, cols = self.matrices()[kind][0].shape if self.result is not None else (0, 0)
+        return pages.cells_page(self.views[kind], self.plots[kind].vb, rows, cols, pages.matrix_cell(rows, cols))

@@ -16,6 +16,7 @@ from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QTabWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
+from gui import figure_pages as pages
 from gui.embed_plus_pe_plot import EmbedPlusPePlot
 from gui.figure_tab import FigureTab
 from gui.panels.base import Figure, Panel
@@ -24,6 +25,9 @@ from gui.relative_position_plot import RelativePositionPlot
 from gui.rope_angle_plot import RopeAnglePlot
 from gui.rope_pair_plot import RopePairPlot
 from gui.sinusoid_plot import SinusoidPlot
+
+TOKEN_ROW = 14.0     # pixels per token row of the embedding + PE heatmaps: every row keeps its label
+ROWS_CHROME = 110    # their titles, dimension axis and its title
 
 
 class PositionsPanel(Panel):
@@ -124,4 +128,12 @@ class PositionsPanel(Panel):
         if self.trace is None:
             return []
         self.draw_all()
-        return [Figure(page.figure_name, page.frame, page.table, page.extra_tables()) for page in self.pages]
+        return [Figure(page.figure_name, page.frame, page.table, page.extra_tables(),
+                       page_size=lambda page=page: pages.captioned_page(page.frame.caption, self.plots_height(page)))
+                for page in self.pages]
+
+    def plots_height(self, page: FigureTab) -> int:
+        """The plots' height on the page: a slide's plot, and for the embedding a legible row per token."""
+        if isinstance(page, EmbedPlusPePlot):
+            return max(pages.PLOT_HEIGHT, round(self.trace.n_tokens * TOKEN_ROW) + ROWS_CHROME)
+        return pages.PLOT_HEIGHT
