@@ -7,12 +7,13 @@ way a textbook does it by hand. The tests pin that every stage agrees with the T
 the panel shows is a calculation that provably reproduces the run, not a lookup.
 
 Each Step carries its full matrix (for CSV) and which rows and columns to show (for long
-sentences and wide vectors the panel shows a window, and says what it leaves out).
+sentences and wide vectors the panel shows a window, and says what it leaves out); a table with
+room for more columns asks the step for them (Step.with_columns).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 
 MAX_TOKENS_SHOWN = 12      # a whole short sentence fits; longer ones get a window
-COLUMNS_SHOWN = 8          # value columns of a table when the caller does not say how many fit
+COLUMNS_SHOWN = 8          # value columns of a step's table until the table says how many fit
 CONCAT_DIMS_PER_HEAD = 2   # at least, of each head's slice in the concatenation
 
 
@@ -41,7 +42,13 @@ class Step:
     cols: np.ndarray               # ascending indices of the columns shown
     highlight_rows: tuple[int, ...]  # the selected query's row (the key's, for rows of keys)
     highlight_cols: tuple[int, ...]  # the selected key's column, or this head's block of columns
+    # n -> the columns to show when n number columns fit (cols is its answer for COLUMNS_SHOWN)
+    column_window: Callable[[int], np.ndarray] = field(compare=False, repr=False)
     signed: bool = True            # signed values (diverging colours) or probabilities in [0, 1]
+
+    def with_columns(self, columns: int) -> "Step":
+        """This step with as many columns shown as `columns` number columns hold (a wider table)."""
+        return replace(self, cols=np.asarray(self.column_window(columns)))
 
     @property
     def shown(self) -> np.ndarray:  # [len(rows), len(cols)]
@@ -172,11 +179,10 @@ def _layer_input(trace: Trace, layer: int) -> np.ndarray:  # -> [T, D] the resid
     return trace.embed if layer == 0 else trace.layers[layer - 1].resid_post
 
 
-def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int,
-                     columns: int = COLUMNS_SHOWN) -> HeadCalculation:
+def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) -> HeadCalculation:
     """Every stage of head `head` in layer `layer`, with the selected query row and key column marked.
-    `columns`: how many value columns a table has room for (the panel measures its width); a table of
-    keys shows at least MAX_TOKENS_SHOWN."""
+    Each step's column_window gives its columns for a table's room; a table of keys shows at least
+    MAX_TOKENS_SHOWN of them."""
     cfg, lt = trace.config, trace.layers[layer]
     t, dh, n_heads = trace.n_tokens, cfg.head_dim, cfg.num_attention_heads
     query = max(0, min(query, t - 1))
@@ -215,15 +221,17 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int,
     labels = tuple(f"{i} {trace.label(i)}" for i in range(t))
     dims = lambda n, prefix="d": tuple(f"{prefix}{i}" for i in range(n))  # noqa: E731
     tok_rows = token_window(t, query, key)
-    key_cols = token_window(t, query, key, max(MAX_TOKENS_SHOWN, columns))
-    hd_cols, md_cols = head_dim_window(dh, columns), model_dim_window(cfg.hidden_size, columns)
+    key_cols = lambda n: token_window(t, query, key, max(MAX_TOKENS_SHOWN, n))  # noqa: E731
+    hd_cols = lambda n: head_dim_window(dh, n)  # noqa: E731
+    md_cols = lambda n: model_dim_window(cfg.hidden_size, n)  # noqa: E731
     concat_labels = tuple(f"h{g}.d{d}" for g in range(n_heads) for d in range(dh))
 
     def tokens_by(step_key, title, formula, note, values, col_labels, col_axis, cols, highlight_cols=(),
                   signed=True, rows=tok_rows, row_axis="tokens", highlight_row=query) -> Step:
+        """cols: n -> the columns shown when n fit."""
         return Step(step_key, title, formula, note, np.asarray(values, F32), labels, tuple(col_labels),
-                    row_axis, col_axis, np.asarray(rows), np.asarray(cols), (highlight_row,),
-                    tuple(highlight_cols), signed)
+                    row_axis, col_axis, np.asarray(rows), np.asarray(cols(COLUMNS_SHOWN)), (highlight_row,),
+                    tuple(highlight_cols), cols, signed)
 
     def by_head_dims(step_key, title, formula, note, values) -> Step:
         return tokens_by(step_key, title, formula, note, values, dims(dh), "head dims", hd_cols)
@@ -272,7 +280,7 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int,
         tokens_by("concat", "Concatenation over heads", f"[head_0 | head_1 | … | head_{n_heads - 1}]   [T × {n_heads * dh}]",
                   f"All {n_heads} heads' outputs side by side (first dims of each head shown; head {head} is "
                   "the one computed above, the others are from the trace).",
-                  concat, concat_labels, "concat dims", concat_window(n_heads, dh, head, columns),
+                  concat, concat_labels, "concat dims", lambda n: concat_window(n_heads, dh, head, n),
                   range(head * dh, (head + 1) * dh)),
         tokens_by("attn_out", "× W_O", f"attn_out = concat · W_Oᵀ   [T × {n_heads * dh}]·[{n_heads * dh} × D]",
                   "The output projection mixes the heads back into the model's width.",

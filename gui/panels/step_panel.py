@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout
                                QGridLayout, QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
 from core.raw_export import csv_text
-from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem, token_window
+from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
 from gui.figure_pages import ink, page_background
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
@@ -33,7 +33,7 @@ FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
 FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
 MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
-TABLE_CHROME = 56                     # px of a card's width that its table cannot use: margins, frames, a scroll bar
+CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
 DOT_AFTER, DOT_KEY = "scaled", "dot"  # the dot-product card follows the ÷√Dh card
 DOT_TITLE = "The dot product behind one score, term by term"
 
@@ -447,11 +447,28 @@ class Card(QFrame):
         layout.setSpacing(4)
         layout.addLayout(top)
         layout.addLayout(body)
+        self._step: Step | None = None
+        self._columns = 0   # the number columns the table was filled for
 
     def show_step(self, number: int, step: Step) -> None:
         self.title.setText(f"{number}. {step.title}")
         self.formula.setText(step.formula)
         self.note.setText(step.note)
+        self._step = step
+        self._show_window(self.columns_that_fit())
+
+    def columns_that_fit(self) -> int:
+        """How many number columns the table has room for at the card's width, beside its row labels and
+        two "…" columns (the table then widens them to fill the width exactly)."""
+        metrics = QFontMetrics(self.table.verticalHeader().font())
+        step = self._step
+        header = max((metrics.horizontalAdvance(elide(step.row_labels[r])) for r in step.rows), default=0) + 12
+        room = self.width() - CARD_CHROME - header - 2 * GAP_COLUMN
+        return max(MIN_COLUMNS, room // NUMBER_COLUMN)
+
+    def _show_window(self, columns: int) -> None:
+        step = self._step.with_columns(columns)
+        self._columns = columns
         self.elided.setText(step.elided)
         self.elided.setVisible(bool(step.elided))
         self.model.set_window(step.values, step.rows, step.cols, step.row_labels, step.col_labels,
@@ -460,6 +477,15 @@ class Card(QFrame):
         r, c = step.values.shape
         self.heatmap.set_matrix(step.values, step.signed, step.rows, step.cols, step.highlight_rows,
                                 step.highlight_cols, f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Wider or narrower (the dock, or an export laying the card out for its page): the table shows
+        as many dims as now fit."""
+        super().resizeEvent(event)
+        if self._step is not None and event.size().width() != event.oldSize().width():
+            columns = self.columns_that_fit()
+            if columns != self._columns:
+                self._show_window(columns)
 
 
 class StepOverview(QWidget):
@@ -542,7 +568,6 @@ class StepPanel(Panel):
         self._cards_stale = False
         self._combo_items: dict[str, tuple] = {}
         self._cards: dict[str, Card] = {}
-        self._columns = 0                 # the number columns the tables were last drawn with
         self._combos = {name: QComboBox() for name in ("layer", "head", "query", "key")}
         controls = QHBoxLayout()
         for name, combo in self._combos.items():
@@ -615,8 +640,7 @@ class StepPanel(Panel):
     def draw(self) -> None:
         trace, sel = self.trace, self.selection
         query, key = sel.query_index(trace.n_tokens), sel.key_index(trace.n_tokens)
-        self._columns = self._columns_that_fit(trace, query, key)
-        calc = head_calculation(trace, sel.layer, sel.head, query, key, self._columns)
+        calc = head_calculation(trace, sel.layer, sel.head, query, key)
         self.calculation = calc
         self._update_combos(trace, calc)
         self.summary.setText(self._summary_text(trace, calc))
@@ -638,24 +662,6 @@ class StepPanel(Panel):
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         self._draw_cards()
-
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        if self.trace is not None and self.calculation is not None:
-            sel = self.selection
-            fit = self._columns_that_fit(self.trace, sel.query_index(self.trace.n_tokens),
-                                         sel.key_index(self.trace.n_tokens))
-            if fit != self._columns:   # wider or narrower: the tables show as many dims as now fit
-                self.refresh()
-
-    def _columns_that_fit(self, trace, query: int, key: int) -> int:
-        """How many number columns a card's table has room for at the panel's width, beside its row labels
-        (the rows a table shows: token_window's) and two "…" columns."""
-        metrics = QFontMetrics(ui_font(8))
-        rows = token_window(trace.n_tokens, min(query, trace.n_tokens - 1), min(key, query))
-        header = max(metrics.horizontalAdvance(elide(f"{i} {trace.label(int(i))}")) for i in rows) + 12
-        room = self.width() - TABLE_CHROME - header - 2 * GAP_COLUMN
-        return max(MIN_COLUMNS, room // NUMBER_COLUMN)
 
     def _card(self, key: str) -> Card:
         """Cards are built once and reused: a refresh only changes their contents."""

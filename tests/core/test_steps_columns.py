@@ -1,4 +1,4 @@
-"""How many columns a step's table shows follows the room the panel says it has (issue 10: use the width)."""
+"""How many columns a step's table shows follows the room the table has (issue 10: use the width)."""
 from __future__ import annotations
 
 from core.steps import COLUMNS_SHOWN, MAX_TOKENS_SHOWN, concat_window, head_calculation, head_dim_window
@@ -7,13 +7,13 @@ from core.steps import COLUMNS_SHOWN, MAX_TOKENS_SHOWN, concat_window, head_calc
 def test_more_room_shows_more_dims_and_says_how_many_of_how_many(analysed):
     trace = analysed("The cat sat on the mat because it was tired.")
     cfg, query = trace.config, trace.n_tokens - 1
-    narrow = head_calculation(trace, 0, 0, query, 0)
-    wide = head_calculation(trace, 0, 0, query, 0, columns=cfg.hidden_size - 3)
-    assert len(narrow.step("x").cols) == COLUMNS_SHOWN
-    assert wide.step("x").cols.tolist() == list(range(cfg.hidden_size - 3))
-    assert wide.step("x").elided.endswith(f"model dims 0–{cfg.hidden_size - 4} of {cfg.hidden_size}")
-    every = head_calculation(trace, 0, 0, query, 0, columns=cfg.hidden_size)
-    assert "model dims" not in every.step("x").elided
+    x = head_calculation(trace, 0, 0, query, 0).step("x")
+    assert len(x.cols) == COLUMNS_SHOWN
+    wide = x.with_columns(cfg.hidden_size - 3)
+    assert wide.cols.tolist() == list(range(cfg.hidden_size - 3))
+    assert wide.elided.endswith(f"model dims 0–{cfg.hidden_size - 4} of {cfg.hidden_size}")
+    assert "model dims" not in x.with_columns(cfg.hidden_size).elided
+    assert wide.values is x.values and wide.csv() == x.csv()   # the CSV keeps every column either way
 
 
 def test_head_dims_keep_rope_partners_together_at_any_width():
@@ -30,6 +30,6 @@ def test_the_concatenation_gives_each_head_its_share_of_the_room():
 def test_key_columns_grow_with_the_room_but_never_below_the_token_window(analysed):
     trace = analysed(" ".join(["The cat sat on the mat."] * 5))
     assert trace.n_tokens > 30
-    query = trace.n_tokens - 1
-    assert len(head_calculation(trace, 0, 0, query, 0, columns=4).step("qk").cols) == MAX_TOKENS_SHOWN
-    assert len(head_calculation(trace, 0, 0, query, 0, columns=30).step("qk").cols) == 30
+    qk = head_calculation(trace, 0, 0, trace.n_tokens - 1, 0).step("qk")
+    assert len(qk.with_columns(4).cols) == MAX_TOKENS_SHOWN
+    assert len(qk.with_columns(30).cols) == 30 and {0, trace.n_tokens - 1} <= set(qk.with_columns(30).cols.tolist())
