@@ -486,6 +486,10 @@ class Card(QFrame):
             columns = self.columns_that_fit()
             if columns != self._columns:
                 self._show_window(columns)
+                # lay the new table out at once: its height (a scroll bar or not) follows its width, and
+                # whoever resized the card (an export measuring the page) reads that height next
+                self.layout().invalidate()
+                self.layout().activate()
 
 
 class StepOverview(QWidget):
