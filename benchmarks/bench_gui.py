@@ -257,7 +257,7 @@ def run(repeats: int = 7) -> dict:
     from core import bench
     from core.patching import bench_patch_sweep
     from core.runners import OnnxRunner
-    from gui.fonts import FONT_FILE
+    from gui.fonts import cjk_font_file
 
     with tempfile.TemporaryDirectory() as folder:
         app, controller, window = _window(str(Path(folder) / "bench.ini"))
@@ -271,7 +271,7 @@ def run(repeats: int = 7) -> dict:
         glassbox_grid = grid_ms(app, window, traces, repeats)
         size = window.panel("attention").grid.size()
         result["matplotlib_grid_ms"] = bench.matplotlib_grid_ms(traces, (size.width(), size.height()),
-                                                                 max(1, repeats // 2), str(FONT_FILE))
+                                                                 max(1, repeats // 2), str(cjk_font_file()))
         result["glassbox_grid_ms"] = glassbox_grid
         result["grid_speedup"] = {key: result["matplotlib_grid_ms"][key] / max(glassbox_grid[key], 1e-6)
                                   for key in glassbox_grid}

@@ -158,7 +158,7 @@ def model_card(data: dict, config: ModelConfig, folder: Path, dtypes: set[str]) 
                                        (f"sliding window {config.sliding_window}", bool(config.sliding_window)),
                                        ("grouped-query attention", config.num_key_value_heads < config.num_attention_heads))
                if on]
-    return (f"# {name}\n\nImported from a Hugging Face model folder by `glassbox import`.\n\n"
+    return (f"# {name}\n\nImported from a Hugging Face model folder by `python main.py import`.\n\n"
             f"- Source architecture: {config.architecture} (model_type {config.model_type})\n"
             f"- Original model: {name} (folder {folder.name})\n"
             f"- {params:,} parameters, {config.num_hidden_layers} layers, d {config.hidden_size}, "
@@ -275,5 +275,5 @@ def resolve_model(model: str | None, import_to_cache: bool, progress: Progress |
         return model
     if not import_to_cache:
         raise HFImportError(f"{model}: a Hugging Face model folder, not a bundle; import it with "
-                           f"`glassbox import {model} --out BUNDLE` or add --import-to-cache")
+                           f"`python main.py import {model} --out BUNDLE` or add --import-to-cache")
     return str(cached_import(model, progress=progress))

@@ -7,12 +7,13 @@ way a textbook does it by hand. The tests pin that every stage agrees with the T
 the panel shows is a calculation that provably reproduces the run, not a lookup.
 
 Each Step carries its full matrix (for CSV) and which rows and columns to show (for long
-sentences and wide vectors the panel shows a window, and says what it leaves out).
+sentences and wide vectors the panel shows a window, and says what it leaves out); a table with
+room for more columns asks the step for them (Step.with_columns).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -21,9 +22,8 @@ from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 
 MAX_TOKENS_SHOWN = 12      # a whole short sentence fits; longer ones get a window
-MAX_MODEL_DIMS_SHOWN = 8   # of D
-HEAD_DIMS_PER_HALF = 4     # of Dh: the first few of each RoPE half, so pair (i, i + Dh/2) stays visible
-CONCAT_DIMS_PER_HEAD = 2   # of each head's slice in the concatenation
+COLUMNS_SHOWN = 8          # value columns of a step's table until the table says how many fit
+CONCAT_DIMS_PER_HEAD = 2   # at least, of each head's slice in the concatenation
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,13 @@ class Step:
     cols: np.ndarray               # ascending indices of the columns shown
     highlight_rows: tuple[int, ...]  # the selected query's row (the key's, for rows of keys)
     highlight_cols: tuple[int, ...]  # the selected key's column, or this head's block of columns
+    # n -> the columns to show when n number columns fit (cols is its answer for COLUMNS_SHOWN)
+    column_window: Callable[[int], np.ndarray] = field(compare=False, repr=False)
     signed: bool = True            # signed values (diverging colours) or probabilities in [0, 1]
+
+    def with_columns(self, columns: int) -> "Step":
+        """This step with as many columns shown as `columns` number columns hold (a wider table)."""
+        return replace(self, cols=np.asarray(self.column_window(columns)))
 
     @property
     def shown(self) -> np.ndarray:  # [len(rows), len(cols)]
@@ -116,23 +122,24 @@ def token_window(n_tokens: int, query: int, key: int, cap: int = MAX_TOKENS_SHOW
     return np.array(sorted(picked))
 
 
-def head_dim_window(head_dim: int) -> np.ndarray:
-    """The first few dims of each RoPE half (dim i turns together with dim i + Dh/2)."""
-    half = head_dim // 2
-    if head_dim <= 2 * HEAD_DIMS_PER_HALF:
+def head_dim_window(head_dim: int, columns: int = COLUMNS_SHOWN) -> np.ndarray:
+    """At most `columns` dims: the first of each RoPE half alike (dim i turns together with dim i + Dh/2)."""
+    if head_dim <= columns:
         return np.arange(head_dim)
-    first = np.arange(HEAD_DIMS_PER_HALF)
-    return np.concatenate([first, first + half])
+    first = np.arange(max(1, columns // 2))
+    return np.concatenate([first, first + head_dim // 2])
 
 
-def model_dim_window(hidden_size: int) -> np.ndarray:
-    return np.arange(min(hidden_size, MAX_MODEL_DIMS_SHOWN))
+def model_dim_window(hidden_size: int, columns: int = COLUMNS_SHOWN) -> np.ndarray:
+    return np.arange(min(hidden_size, columns))
 
 
-def concat_window(num_heads: int, head_dim: int, head: int) -> np.ndarray:
-    """The first dims of each head's slice, so the concatenation's head blocks are visible side by side."""
+def concat_window(num_heads: int, head_dim: int, head: int, columns: int = COLUMNS_SHOWN) -> np.ndarray:
+    """The first dims of each head's slice (as many as `columns` allows, at least CONCAT_DIMS_PER_HEAD),
+    so the concatenation's head blocks are visible side by side. Each block ends in a narrow "…" column
+    (about half a number column): those come out of `columns` too."""
     heads = range(num_heads) if num_heads <= 8 else sorted({0, head - 1, head, head + 1, num_heads - 1} & set(range(num_heads)))
-    per = min(CONCAT_DIMS_PER_HEAD, head_dim)
+    per = min(max(CONCAT_DIMS_PER_HEAD, (columns - len(heads) // 2) // len(heads)), head_dim)
     return np.array([g * head_dim + d for g in heads for d in range(per)])
 
 
@@ -173,7 +180,9 @@ def _layer_input(trace: Trace, layer: int) -> np.ndarray:  # -> [T, D] the resid
 
 
 def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) -> HeadCalculation:
-    """Every stage of head `head` in layer `layer`, with the selected query row and key column marked."""
+    """Every stage of head `head` in layer `layer`, with the selected query row and key column marked.
+    Each step's column_window gives its columns for a table's room; a table of keys shows at least
+    MAX_TOKENS_SHOWN of them."""
     cfg, lt = trace.config, trace.layers[layer]
     t, dh, n_heads = trace.n_tokens, cfg.head_dim, cfg.num_attention_heads
     query = max(0, min(query, t - 1))
@@ -212,20 +221,23 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
     labels = tuple(f"{i} {trace.label(i)}" for i in range(t))
     dims = lambda n, prefix="d": tuple(f"{prefix}{i}" for i in range(n))  # noqa: E731
     tok_rows = token_window(t, query, key)
-    hd_cols, md_cols = head_dim_window(dh), model_dim_window(cfg.hidden_size)
+    key_cols = lambda n: token_window(t, query, key, max(MAX_TOKENS_SHOWN, n))  # noqa: E731
+    hd_cols = lambda n: head_dim_window(dh, n)  # noqa: E731
+    md_cols = lambda n: model_dim_window(cfg.hidden_size, n)  # noqa: E731
     concat_labels = tuple(f"h{g}.d{d}" for g in range(n_heads) for d in range(dh))
 
     def tokens_by(step_key, title, formula, note, values, col_labels, col_axis, cols, highlight_cols=(),
                   signed=True, rows=tok_rows, row_axis="tokens", highlight_row=query) -> Step:
+        """cols: n -> the columns shown when n fit."""
         return Step(step_key, title, formula, note, np.asarray(values, F32), labels, tuple(col_labels),
-                    row_axis, col_axis, np.asarray(rows), np.asarray(cols), (highlight_row,),
-                    tuple(highlight_cols), signed)
+                    row_axis, col_axis, np.asarray(rows), np.asarray(cols(COLUMNS_SHOWN)), (highlight_row,),
+                    tuple(highlight_cols), cols, signed)
 
     def by_head_dims(step_key, title, formula, note, values) -> Step:
         return tokens_by(step_key, title, formula, note, values, dims(dh), "head dims", hd_cols)
 
     def by_keys(step_key, title, formula, note, values, signed=True) -> Step:
-        return tokens_by(step_key, title, formula, note, values, labels, "keys", tok_rows, (key,), signed,
+        return tokens_by(step_key, title, formula, note, values, labels, "keys", key_cols, (key,), signed,
                          row_axis="queries")
 
     source = (f"rows {head * dh}–{(head + 1) * dh - 1}" if w is not None else "the traced values (no weights in this trace)")
@@ -268,7 +280,7 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
         tokens_by("concat", "Concatenation over heads", f"[head_0 | head_1 | … | head_{n_heads - 1}]   [T × {n_heads * dh}]",
                   f"All {n_heads} heads' outputs side by side (first dims of each head shown; head {head} is "
                   "the one computed above, the others are from the trace).",
-                  concat, concat_labels, "concat dims", concat_window(n_heads, dh, head),
+                  concat, concat_labels, "concat dims", lambda n: concat_window(n_heads, dh, head, n),
                   range(head * dh, (head + 1) * dh)),
         tokens_by("attn_out", "× W_O", f"attn_out = concat · W_Oᵀ   [T × {n_heads * dh}]·[{n_heads * dh} × D]",
                   "The output projection mixes the heads back into the model's width.",

@@ -8,7 +8,7 @@ all-or-nothing (core.raw_export.write_file_set): a failure leaves nothing behind
 File names, for one panel Figure named NAME:
     NAME.png   the figure at `width` pixels (default: twice its page width), aspect kept
     NAME.svg   the figure as vectors (text as glyph outlines), see gui/svg_export.py
-    NAME.pdf   the figure as a vector PDF page of its own size (fonts embedded)
+    NAME.pdf   the figure as a vector PDF page of its own size (text as glyph outlines)
     NAME.csv   Figure.table(), and one KEY.csv per Figure.extra_tables entry
 and for the whole trace: trace.npz (every array, as `main.py trace`) and tokens.csv.
 """

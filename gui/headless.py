@@ -136,7 +136,7 @@ class FigureHost:
         by_name = {figure.name: figure for figure in figures}
         unknown = [name for name in request.figures if name not in by_name]
         if unknown:
-            raise ValueError(f"unknown figure {', '.join(unknown)}: choose from {', '.join(sorted(by_name))}")
+            raise ValueError(missing_figures_message(unknown, panels, sorted(by_name)))
         return [by_name[name] for name in request.figures]
 
     def _panels_for(self, names: Sequence[str] | None) -> list:
@@ -154,6 +154,23 @@ class FigureHost:
             panel.deleteLater()
         QApplication.processEvents()
         self._undo_theme()
+
+
+def missing_figures_message(names: Sequence[str], panels: Sequence, available: Sequence[str]) -> str:
+    """One line: a figure whose panel draws nothing for this model (a figure NAME belongs to the panel
+    whose object_name starts it: moe_router_probs is the moe panel's) gets the panel's reason, e.g. a
+    dense model has no router; any other name is unknown. Either way the line ends with the choices."""
+    idle = {panel.object_name: panel.empty.text() for panel in panels if panel.showing_empty_state()}
+    owner = {name: next((o for o in idle if name.startswith(o + "_")), None) for name in names}
+    unknown = [name for name in names if owner[name] is None]
+    choices = f"choose from {', '.join(available)}"
+    if len(unknown) == len(names):
+        return f"unknown figure {', '.join(unknown)}: {choices}"
+    parts = [f"unknown figure {', '.join(unknown)}."] if unknown else []
+    for panel_name, reason in idle.items():
+        if drawn_nothing := [name for name in names if owner[name] == panel_name]:
+            parts.append(f"{', '.join(drawn_nothing)}: not drawn for this model. {reason}")
+    return " ".join([*parts, f"For this model, {choices}"])
 
 
 def apply_theme(app, theme: str) -> Callable[[], None]:

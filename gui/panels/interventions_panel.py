@@ -20,6 +20,9 @@ from gui.qt_signals import qt_signals_blocked
 
 EXPERTS_NOTE = ("An expert switched off in a layer is never chosen there: the router takes its top-k among the "
                 "remaining experts and renormalises their probabilities to sum 1.")
+NO_EXPERTS_NOTE = ("This model has no experts: every layer has one dense MLP that every token goes through "
+                   "(no router), so there is nothing to switch here; heads can still be switched off above.")
+EXPERTS_TITLE, NO_EXPERTS_TITLE = "Experts (checked: on)", "Experts"
 MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's positions (later ones included)."
 
 
@@ -37,13 +40,13 @@ class InterventionsPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_mode_row())
-        self.heads_box, self.experts_box = QGroupBox("Heads (checked: on)"), QGroupBox("Experts (checked: on)")
+        self.heads_box, self.experts_box = QGroupBox("Heads (checked: on)"), QGroupBox(EXPERTS_TITLE)
         self.heads_grid, self.experts_grid = QGridLayout(self.heads_box), QGridLayout(self.experts_box)
         layout.addWidget(self.heads_box)
         layout.addWidget(self.experts_box)
-        note = QLabel(EXPERTS_NOTE)
-        note.setWordWrap(True)
-        layout.addWidget(note)
+        self.experts_note = QLabel(EXPERTS_NOTE)
+        self.experts_note.setWordWrap(True)
+        layout.addWidget(self.experts_note)
         self.message = QLabel()
         self.message.setObjectName("interventions_message")
         self.message.setWordWrap(True)
@@ -82,9 +85,14 @@ class InterventionsPanel(Panel):
             self.layer_boxes[l] = layer_box
             for h in range(heads):
                 self.head_boxes[l, h] = self._box(f"{l}.{h}", self.heads_grid, l, h + 1)
-            self.experts_grid.addWidget(QLabel(f"layer {l}"), l, 0)
+            if experts:
+                self.experts_grid.addWidget(QLabel(f"layer {l}"), l, 0)
             for e in range(experts):
                 self.expert_boxes[l, e] = self._box(f"{l}.{e}", self.experts_grid, l, e + 1)
+        if not experts:   # a dense model: say so instead of listing layers with nothing to switch
+            self.experts_grid.addWidget(QLabel(NO_EXPERTS_NOTE, wordWrap=True), 0, 0)
+        self.experts_box.setTitle(EXPERTS_TITLE if experts else NO_EXPERTS_TITLE)
+        self.experts_note.setVisible(bool(experts))
         self._shape = (layers, heads, experts)
 
     def _box(self, text: str, grid: QGridLayout, row: int, col: int) -> QCheckBox:

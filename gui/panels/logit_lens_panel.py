@@ -39,6 +39,7 @@ COMPUTING = "computing…"
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
 CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
 MARK_COLOUR = QColor(214, 39, 40)
+CLICK_HINT = "Click a column of the heatmap to select that position."
 
 
 def format_probability(p: float) -> str:
@@ -80,8 +81,7 @@ class LogitLensPanel(Panel):
     def _build(self) -> QWidget:
         self.heatmap_title = QLabel(
             "Logit lens: the final RMSNorm and LM head applied to the residual stream after every stage. "
-            "Colour: probability of that stage's top token; label: the token. Click a column to select "
-            f"that position. {STAGES_NOTE}")
+            f"Colour: probability of that stage's top token; label: the token. {STAGES_NOTE}")
         self.heatmap_title.setWordWrap(True)
         self.view = pg.GraphicsLayoutWidget()
         self.view.setMinimumHeight(300)
@@ -106,6 +106,7 @@ class LogitLensPanel(Panel):
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Target token id:"))
         controls.addWidget(self.target_box)
+        controls.addWidget(QLabel(CLICK_HINT))   # on screen only: the exported heatmap carries no instructions
         controls.addStretch(1)
 
         self.position_title = QLabel()

@@ -34,7 +34,6 @@ from gui.readout_job import ReadoutJob
 NEED_BOTH = ("Parity compares the ONNX Runtime run with the NumPy reference run of the same sentence, so it "
              "needs both: pick Model → Both backends (ONNX ↔ NumPy parity).")
 MODEL_FIELDS_ROWS = ("embed", "final_norm", "logits")   # one value each, not per layer
-RATIO_FLOOR = 1e-4          # ratios below this are all "far inside" (white)
 WITHIN, OUTSIDE = QColor("#f2b134"), QColor("#d62728")
 MARK_COLOUR = QColor(214, 39, 40)
 DIFF_FLOOR = 1e-12          # |Δ| = 0 is drawn at this level of the log scale
@@ -49,10 +48,11 @@ def difference_picture(numpy_trace: Trace, onnx_trace: Trace, field: str,
 
 
 def ratio_colour(ratio: float) -> QColor:
-    """White far inside the tolerance, amber at it (log scale), red outside."""
+    """The share of the tolerance used, linearly: white for none, amber for all of it, red past it.
+    (A log scale made 8 % of the tolerance look "at it".)"""
     if ratio > 1.0:
         return OUTSIDE
-    t = 0.0 if ratio <= RATIO_FLOOR else (np.log10(ratio) - np.log10(RATIO_FLOOR)) / -np.log10(RATIO_FLOOR)
+    t = max(ratio, 0.0)
     return QColor(*(round(255 + (c - 255) * t) for c in WITHIN.getRgb()[:3]))
 
 
@@ -100,13 +100,14 @@ class ParityPanel(Panel):
         self.table.cellClicked.connect(self._on_cell_clicked)
         self.worst = QLabel()
         self.worst.setWordWrap(True)
-        legend = QLabel(f"Each cell: the field's largest |ONNX − NumPy|. Colour: its worst cell's difference "
-                        f"against the tolerance — white far inside (below {RATIO_FLOOR:g}×), "
-                        f"<span style='color:{WITHIN.name()}'>■</span> at it, "
-                        f"<span style='color:{OUTSIDE.name()}'>■</span> outside. Click a cell for its heatmap.")
+        legend = QLabel(f"Each cell: the field's largest |ONNX − NumPy|. Colour: how much of its tolerance the "
+                        f"field's worst cell uses — white none, paler to "
+                        f"<span style='color:{WITHIN.name()}'>■</span> all of it, "
+                        f"<span style='color:{OUTSIDE.name()}'>■</span> more (outside).")
         legend.setTextFormat(Qt.TextFormat.RichText)
         legend.setWordWrap(True)
         self.fields_box = figure_frame(self.summary, self.table, self.worst, legend)
+        self.click_hint = QLabel("Click a cell of the table for that field's heatmap.")   # on screen, not in the figure
 
         self.diff_title = QLabel()
         self.diff_title.setWordWrap(True)
@@ -127,6 +128,7 @@ class ParityPanel(Panel):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.need_both, 1)
         layout.addWidget(self.fields_box)
+        layout.addWidget(self.click_hint)
         layout.addWidget(self.diff_box, 1)
         return scrolling(page)
 
@@ -157,7 +159,7 @@ class ParityPanel(Panel):
     def draw(self) -> None:
         pair = self.traces_by_backend()
         self.need_both.setVisible(pair is None)
-        for box in (self.fields_box, self.diff_box):
+        for box in (self.fields_box, self.click_hint, self.diff_box):
             box.setVisible(pair is not None)
         if pair is None:
             self.clear()

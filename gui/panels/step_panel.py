@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 from PySide6.QtCore import QAbstractTableModel, QCoreApplication, QModelIndex, QPersistentModelIndex, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QImage, QPainter, QPalette, QPen, QResizeEvent
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPalette, QPen, QResizeEvent
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout, QHeaderView, QLabel,
                                QGridLayout, QScrollArea, QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
@@ -31,6 +31,11 @@ KEY_TINT = QColor(200, 225, 255)      # the selected key column (or this head's 
 BOTH_TINT = QColor(255, 205, 150)     # the selected cell itself
 FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
 FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
+NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
+MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
+CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
+DOT_AFTER, DOT_KEY = "scaled", "dot"  # the dot-product card follows the ÷√Dh card
+DOT_TITLE = "The dot product behind one score, term by term"
 
 
 def format_value(v: float) -> str:
@@ -47,14 +52,24 @@ def format_value(v: float) -> str:
     return f"{v:.3g}"
 
 
-def with_gaps(indices: Sequence[int]) -> list[int | None]:
-    """[0, 1, 5, 6] -> [0, 1, None, 5, 6]: a gap marker wherever shown indices skip some."""
+def with_gaps(indices: Sequence[int], total: int | None = None) -> list[int | None]:
+    """[0, 1, 5, 6] -> [0, 1, None, 5, 6]: a gap marker wherever shown indices skip some, and at the end
+    when `total` says there are more after the last one."""
     out: list[int | None] = []
     for i in map(int, indices):
         if out and out[-1] is not None and i != out[-1] + 1:
             out.append(None)
         out.append(i)
+    if total is not None and out and out[-1] is not None and out[-1] < total - 1:
+        out.append(None)
     return out
+
+
+def left_out(shown: Sequence[int | None], position: int, total: int) -> int:
+    """How many indices the gap at `position` of with_gaps' list stands for."""
+    before = shown[position - 1] if position > 0 else -1
+    after = shown[position + 1] if position + 1 < len(shown) else total
+    return after - before - 1
 
 
 def two_lines(label: str) -> str:
@@ -106,7 +121,7 @@ class WindowTableModel(QAbstractTableModel):
                    highlight_rows: Sequence[int] = (), highlight_cols: Sequence[int] = (),
                    token_columns: bool = False) -> None:
         """token_columns: column labels are "position token", drawn on two lines to fit a narrow column."""
-        new_rows, new_cols = with_gaps(rows), with_gaps(cols)
+        new_rows, new_cols = with_gaps(rows), with_gaps(cols, values.shape[1])
         # Same window as before (the usual case while typing): new numbers, no reset. A reset makes the
         # view rebuild its headers and the whole page relayout.
         same_shape = _gap_pattern(new_rows) == _gap_pattern(self._rows) and \
@@ -167,17 +182,26 @@ class WindowTableModel(QAbstractTableModel):
         if role == TOOLTIP:
             r, c = self._rows[row], self._cols[col]
             if r is None or c is None:
-                return "rows or columns left out here (all of them are in the CSV export)"
+                return self._gap_tooltip(row, col)
             v = float(self._values[r, c])
             return f"{self._row_labels[r]} · {self._col_labels[c]}\n{format_value(v) if v == -math.inf else repr(v)}"
         return None
+
+    def _gap_tooltip(self, row: int, col: int) -> str:
+        if self._cols[col] is None:
+            n, what = left_out(self._cols, col, self._values.shape[1]), "columns"
+        else:
+            n, what = left_out(self._rows, row, self._values.shape[0]), "rows"
+        return f"{n} {what} left out here (all of them are in the CSV export)"
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = DISPLAY):  # noqa: N802
         if role == DISPLAY:
             return self._headers[orientation][section]
         if role == TOOLTIP:
             i = (self._cols if orientation == Qt.Horizontal else self._rows)[section]
-            return None if i is None else (self._col_labels if orientation == Qt.Horizontal else self._row_labels)[i]
+            if i is None:
+                return self._gap_tooltip(0, section) if orientation == Qt.Horizontal else self._gap_tooltip(section, 0)
+            return (self._col_labels if orientation == Qt.Horizontal else self._row_labels)[i]
         return None
 
 
@@ -207,7 +231,7 @@ class CompactTable(QTableView):
         for header in (self.horizontalHeader(), self.verticalHeader()):
             header.setFont(ui_font(8))
             header.setHighlightSections(False)
-        self.horizontalHeader().setDefaultSectionSize(52)
+        self.horizontalHeader().setDefaultSectionSize(NUMBER_COLUMN)
         self.horizontalHeader().setMinimumSectionSize(16)
         self.verticalHeader().setDefaultSectionSize(20)
         self.verticalHeader().setSectionResizeMode(QHeaderView.Fixed)
@@ -230,14 +254,14 @@ class CompactTable(QTableView):
         self.setFixedHeight(self._content_height())
 
     def _set_column_widths(self) -> None:
-        """Gap columns narrow; number columns 52 px, widened up to 1.8x to use the card's width."""
+        """Gap columns narrow; number columns NUMBER_COLUMN px, widened up to 1.8x to use the card's width."""
         model, default = self.model(), self.horizontalHeader().defaultSectionSize()
         gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
         numbers = gaps.count(False)
-        room = self.width() - self._row_header_width() - 2 * self.frameWidth() - 18 * gaps.count(True)
+        room = self.width() - self._row_header_width() - 2 * self.frameWidth() - GAP_COLUMN * gaps.count(True)
         width = int(min(max(default, room / max(numbers, 1)), 1.8 * default))
         for c, gap in enumerate(gaps):
-            self.setColumnWidth(c, 18 if gap else width)
+            self.setColumnWidth(c, GAP_COLUMN if gap else width)
 
     def scroll_to_highlight(self) -> None:
         """A table wider than the card scrolls sideways to the selected key's column."""
@@ -423,11 +447,28 @@ class Card(QFrame):
         layout.setSpacing(4)
         layout.addLayout(top)
         layout.addLayout(body)
+        self._step: Step | None = None
+        self._columns = 0   # the number columns the table was filled for
 
     def show_step(self, number: int, step: Step) -> None:
         self.title.setText(f"{number}. {step.title}")
         self.formula.setText(step.formula)
         self.note.setText(step.note)
+        self._step = step
+        self._show_window(self.columns_that_fit())
+
+    def columns_that_fit(self) -> int:
+        """How many number columns the table has room for at the card's width, beside its row labels and
+        two "…" columns (the table then widens them to fill the width exactly)."""
+        metrics = QFontMetrics(self.table.verticalHeader().font())
+        step = self._step
+        header = max((metrics.horizontalAdvance(elide(step.row_labels[r])) for r in step.rows), default=0) + 12
+        room = self.width() - CARD_CHROME - header - 2 * GAP_COLUMN
+        return max(MIN_COLUMNS, room // NUMBER_COLUMN)
+
+    def _show_window(self, columns: int) -> None:
+        step = self._step.with_columns(columns)
+        self._columns = columns
         self.elided.setText(step.elided)
         self.elided.setVisible(bool(step.elided))
         self.model.set_window(step.values, step.rows, step.cols, step.row_labels, step.col_labels,
@@ -436,6 +477,19 @@ class Card(QFrame):
         r, c = step.values.shape
         self.heatmap.set_matrix(step.values, step.signed, step.rows, step.cols, step.highlight_rows,
                                 step.highlight_cols, f"{r} {step.row_axis} × {c} {step.col_axis}")
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        """Wider or narrower (the dock, or an export laying the card out for its page): the table shows
+        as many dims as now fit."""
+        super().resizeEvent(event)
+        if self._step is not None and event.size().width() != event.oldSize().width():
+            columns = self.columns_that_fit()
+            if columns != self._columns:
+                self._show_window(columns)
+                # lay the new table out at once: its height (a scroll bar or not) follows its width, and
+                # whoever resized the card (an export measuring the page) reads that height next
+                self.layout().invalidate()
+                self.layout().activate()
 
 
 class StepOverview(QWidget):
@@ -485,6 +539,16 @@ class StepOverview(QWidget):
         return title, formula, heatmap
 
 
+def go_to_entries(steps: Sequence[Step]) -> list[tuple[str, str]]:
+    """(label, card key) of every card, in page order: the numbered steps and, after ÷√Dh, the dot product."""
+    entries = []
+    for number, step in enumerate(steps, start=1):
+        entries.append((f"{number}. {step.title}", step.key))
+        if step.key == DOT_AFTER:
+            entries.append((f"{number}+ {DOT_TITLE}", DOT_KEY))
+    return entries
+
+
 def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]]:
     """Rows d0…d(Dh−1), then Σ, ÷√Dh, and the trace's score; columns q, k, q×k, running sum (NaN = blank)."""
     n = dot.terms.shape[0]
@@ -531,6 +595,7 @@ class StepPanel(Panel):
         self._strip_layout.setSpacing(8)
         self._strip_layout.addStretch(1)
         self.dot_card = Card()             # the term-by-term expansion, placed after the ÷√Dh card
+        self.dot_card.setToolTip("Pick the key above, or click a cell of Q·Kᵀ, to write out another score")
         self.overview = StepOverview()     # the step_by_step figure: off screen, drawn only for export
         scroll = self._scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -565,10 +630,12 @@ class StepPanel(Panel):
             self.sigSelect.emit(change)
 
     def _jump_to_step(self, index: int) -> None:
-        keys = [step.key for step in self.calculation.steps] if self.calculation is not None else []
-        if 0 <= index < len(keys):
+        entries = go_to_entries(self.calculation.steps) if self.calculation is not None else []
+        if 0 <= index < len(entries):
             self._draw_cards()
-            self._scroll.verticalScrollBar().setValue(self._cards[keys[index]].y() - 8)
+            key = entries[index][1]
+            card = self.dot_card if key == DOT_KEY else self._cards[key]
+            self._scroll.verticalScrollBar().setValue(card.y() - 8)
 
     # ------------------------------------------------------------ drawing
     def clear(self) -> None:
@@ -608,19 +675,18 @@ class StepPanel(Panel):
             self._cards[key] = card
             self._strip_layout.insertWidget(self._strip_layout.count() - 1, card)
             card.show()  # now, not on the next event loop turn: an export may follow at once
-            if key == "scaled":  # the term-by-term expansion follows the scaled scores
+            if key == DOT_AFTER:  # the term-by-term expansion follows the scaled scores
                 self._strip_layout.insertWidget(self._strip_layout.count() - 1, self.dot_card)
                 self.dot_card.show()
         return self._cards[key]
 
     def _show_dot(self, dot: DotProduct, trace) -> None:
         card, n = self.dot_card, dot.terms.shape[0]
-        card.title.setText("The dot product behind one score, term by term")
+        card.title.setText(DOT_TITLE)
         card.formula.setText(f"score[{dot.query}, {dot.key}] = Σ_d q_rot[{dot.query}]_d × k_rot[{dot.key}]_d ÷ √{n}\n"
                              f"               = {format_value(dot.total)} ÷ {dot.scale:.4g} = {format_value(dot.score)}")
         card.note.setText(f"Query {dot.query} “{trace.label(dot.query)}” against key {dot.key} "
-                          f"“{trace.label(dot.key)}” (pick the key above, or click a cell of Q·Kᵀ). "
-                          f"The run's own score is {format_value(dot.trace_score)} "
+                          f"“{trace.label(dot.key)}”. The run's own score is {format_value(dot.trace_score)} "
                           f"(difference {abs(dot.score - dot.trace_score):.1e}).")
         card.elided.setVisible(False)
         values, rows, cols = dot_product_table(dot)
@@ -645,7 +711,7 @@ class StepPanel(Panel):
         items = {"layer": [str(l) for l in range(trace.num_layers)],
                  "head": [str(h) for h in range(trace.num_heads)],
                  "query": labels, "key": labels[: calc.query + 1],
-                 "step": [f"{number}. {step.title}" for number, step in enumerate(calc.steps, start=1)]}
+                 "step": [label for label, _ in go_to_entries(calc.steps)]}
         current = {"layer": calc.layer, "head": calc.head, "query": calc.query, "key": calc.key}
         for name, combo in {**self._combos, "step": self.step_index}.items():
             with qt_signals_blocked(combo):

@@ -72,7 +72,7 @@ def test_masked_cells_read_minus_infinity(panel, english):
     panel.set_trace(english)
     card = panel._cards["masked"]
     texts = cell_texts(card, display_row_of(card, 0))
-    assert texts[0] != "−∞" and set(texts[1:]) == {"−∞"}
+    assert texts[0] != "−∞" and set(texts[1:]) - {"…"} == {"−∞"}   # "…": keys left out
 
 
 def test_the_selected_query_and_key_drive_the_dot_product(panel, english):

@@ -1,0 +1,34 @@
+"""An exported figure explains what it shows; how to use the panel ("Click a column…") stays on screen."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from PySide6.QtWidgets import QLabel
+
+from gui.panels.logit_lens_panel import CLICK_HINT, LogitLensPanel
+from gui.panels.step_panel import StepPanel
+
+INSTRUCTION = re.compile(r"\b(click|pick|hover)\b", re.IGNORECASE)
+
+
+def figure_texts(figure) -> list[str]:
+    return [label.text() for label in figure.widget.findChildren(QLabel)] + \
+        ([figure.widget.text()] if isinstance(figure.widget, QLabel) else [])
+
+
+@pytest.mark.parametrize("panel_class, name", [(LogitLensPanel, "logit_lens_heatmap"),
+                                               (StepPanel, "step_dot_product")])
+def test_the_figure_holds_no_instructions(show, analysed, panel_class, name):
+    panel = show(panel_class(), 1000, 800)
+    panel.set_trace(analysed("The cat sat on the mat."))
+    figure = next(f for f in panel.figures() if f.name == name)
+    texts = figure_texts(figure)
+    assert texts and not [text for text in texts if INSTRUCTION.search(text)]
+
+
+def test_the_lens_still_says_on_screen_how_to_select_a_position(show, analysed):
+    panel = show(LogitLensPanel(), 1000, 800)
+    panel.set_trace(analysed("The cat sat on the mat."))
+    hints = [label for label in panel.findChildren(QLabel) if label.text() == CLICK_HINT]
+    assert hints and hints[0].isVisibleTo(panel)

@@ -1,0 +1,39 @@
+"""On a dense model (no experts) the Interventions panel says so instead of listing layers with nothing to switch."""
+from __future__ import annotations
+
+from PySide6.QtCore import QCoreApplication, QEvent
+from PySide6.QtWidgets import QCheckBox, QLabel
+
+from core.runners import NumpyRunner
+from core.session import analyse
+from gui.panels.interventions_panel import EXPERTS_NOTE, NO_EXPERTS_NOTE, InterventionsPanel
+
+TEXT = "The cat sat on the mat."
+
+
+def label_texts(widget) -> list[str]:
+    """The labels shown under `widget` once the boxes of the last model are gone and the new ones shown."""
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    QCoreApplication.processEvents()
+    return [label.text() for label in widget.findChildren(QLabel) if label.isVisibleTo(widget)]
+
+
+def test_a_dense_model_has_no_expert_boxes_and_says_why(show, make_bundle):
+    dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
+    panel = show(InterventionsPanel(), 700, 500)
+    panel.set_trace(analyse(NumpyRunner(dense), TEXT))
+    assert label_texts(panel.experts_box) == [NO_EXPERTS_NOTE] and "no experts" in NO_EXPERTS_NOTE
+    assert panel.experts_box.findChildren(QCheckBox) == []
+    assert "checked" not in panel.experts_box.title()
+    assert EXPERTS_NOTE not in label_texts(panel)   # the note on switching experts off would explain nothing
+    assert panel.head_boxes and panel.experts_off().shape == (dense.config.num_hidden_layers, 0)
+
+
+def test_a_moe_model_after_a_dense_one_gets_its_expert_boxes_back(show, make_bundle, bundle):
+    dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
+    panel = show(InterventionsPanel(), 700, 500)
+    panel.set_trace(analyse(NumpyRunner(dense), TEXT))
+    panel.set_trace(analyse(NumpyRunner(bundle), TEXT))
+    cfg = bundle.config
+    assert len(panel.experts_box.findChildren(QCheckBox)) == cfg.num_hidden_layers * cfg.num_local_experts
+    assert NO_EXPERTS_NOTE not in label_texts(panel.experts_box) and EXPERTS_NOTE in label_texts(panel)
