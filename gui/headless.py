@@ -157,10 +157,10 @@ class FigureHost:
 
 
 def missing_figures_message(names: Sequence[str], panels: Sequence, available: Sequence[str]) -> str:
-    """One line: a figure whose panel draws nothing for this model (a figure NAME belongs to the panel
-    whose object_name starts it: moe_router_probs is the moe panel's) gets the panel's reason, e.g. a
-    dense model has no router; any other name is unknown. Either way the line ends with the choices."""
-    idle = {panel.object_name: panel.empty.text() for panel in panels if panel.showing_empty_state()}
+    """One line: a figure whose panel draws nothing now (a figure NAME belongs to the panel whose
+    object_name starts it: moe_router_probs is the moe panel's) gets the panel's reason, e.g. a dense
+    model has no router, or no sweep has run; any other name is unknown. Either way the line ends with the choices."""
+    idle = {panel.object_name: reason for panel in panels if (reason := panel.why_no_figures())}
     owner = {name: next((o for o in idle if name.startswith(o + "_")), None) for name in names}
     unknown = [name for name in names if owner[name] is None]
     choices = f"choose from {', '.join(available)}"
@@ -169,7 +169,7 @@ def missing_figures_message(names: Sequence[str], panels: Sequence, available: S
     parts = [f"unknown figure {', '.join(unknown)}."] if unknown else []
     for panel_name, reason in idle.items():
         if drawn_nothing := [name for name in names if owner[name] == panel_name]:
-            parts.append(f"{', '.join(drawn_nothing)}: not drawn for this model. {reason}")
+            parts.append(f"{', '.join(drawn_nothing)}: not drawn. {reason}")
     return " ".join([*parts, f"For this model, {choices}"])
 
 

@@ -243,3 +243,7 @@ class Panel(QWidget):
     def figures(self) -> list[Figure]:
         """Every picture this panel can export, for the current trace and selection."""
         raise NotImplementedError
+
+    def why_no_figures(self) -> str:
+        """Why figures() holds nothing now, in one sentence ("" if it holds something, or nothing explains it)."""
+        return self.empty.text() if self.showing_empty_state() else ""

@@ -178,4 +178,12 @@ class OcclusionPanel(Panel):
         return csv_text([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
 
     def figures(self) -> list[Figure]:
+        if self.result is None:   # an empty strip is no figure
+            return []
         return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv)]
+
+    def why_no_figures(self) -> str:
+        if self.result is None and not self.showing_empty_state():
+            return ("The occlusion sweep has not run: press Run in the Occlusion panel "
+                    "(headless, `python main.py occlude` writes its numbers).")
+        return super().why_no_figures()

@@ -18,7 +18,7 @@ from core.experiment_commands import parse_token
 from core.interventions import stage_names
 from core.logit_lens import STAGES_NOTE, stage_label
 from core.patching import PairWording, PatchResult, cell_interventions, prepare_pair, run_all_sweeps
-from core.raw_export import csv_text, matrix_csv_text
+from core.raw_export import matrix_csv_text
 from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -237,15 +237,22 @@ class PatchingPanel(Panel):
 
     # ------------------------------------------------------------ export
     def sweep_csv(self, kind: str) -> str:
-        if self.result is None:
-            return csv_text([["no sweep run yet"]])
         matrix, rows, cols = self.matrices()[kind]
         return matrix_csv_text(matrix, rows, cols, corner="normalised_metric")
 
     def figures(self) -> list[Figure]:
+        if self.result is None:   # empty axes are no figure
+            return []
+        kinds = [kind for kind in SWEEP_TITLES if kind != "experts" or self.result.experts.size]   # dense: no experts
         return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.sweep_csv(kind),
                        page_size=lambda kind=kind: self.sweep_page(kind))
-                for kind in SWEEP_TITLES]
+                for kind in kinds]
+
+    def why_no_figures(self) -> str:
+        if self.result is None and not self.showing_empty_state():
+            return ("No patching sweep has run: give sentence B and press Run in the Patching panel "
+                    "(headless, `python main.py patch` writes its numbers).")
+        return super().why_no_figures()
 
     def sweep_page(self, kind: str) -> QSize:
         """A sweep's page: its matrix's cells (none before a sweep ran: the view's least size), axes, title, bar."""

@@ -17,7 +17,7 @@ def export_error(capsys, tmp_path, bundle, figures: str) -> str:
 def test_router_figures_of_a_dense_model_say_there_is_no_router(tmp_path, make_bundle, capsys):
     dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
     line = export_error(capsys, tmp_path, dense, "moe_router_probs,moe_expert_load")
-    assert "moe_router_probs, moe_expert_load: not drawn for this model" in line and DENSE_TEXT in line
+    assert "moe_router_probs, moe_expert_load: not drawn." in line and DENSE_TEXT in line
     assert "unknown figure" not in line
     assert "choose from attention_grid" in line and "moe_router_probs," not in line.split("choose from")[1]
 
@@ -25,4 +25,4 @@ def test_router_figures_of_a_dense_model_say_there_is_no_router(tmp_path, make_b
 def test_a_misspelt_figure_is_still_unknown(tmp_path, make_bundle, capsys):
     dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
     line = export_error(capsys, tmp_path, dense, "atention_grid,moe_router_probs")
-    assert "unknown figure atention_grid." in line and "moe_router_probs: not drawn for this model" in line
+    assert "unknown figure atention_grid." in line and "moe_router_probs: not drawn." in line

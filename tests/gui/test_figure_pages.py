@@ -125,3 +125,15 @@ def test_no_figure_shows_a_control(host, bundle):
                         for w in page.findChildren(kind)
                         if w.isVisibleTo(page) and not w.objectName().startswith("qt_")]   # a table's own corner
             assert not controls, (figure.name, [type(w).__name__ for w in controls])
+
+
+def test_export_writes_no_empty_sweep_figures_and_says_why_when_asked(host, bundle):
+    """Patching and occlusion draw only after a sweep: Export all leaves them out, and asking for one by
+    name says what to run instead of writing empty axes."""
+    trace = analyse(NumpyRunner(bundle), SHORT)
+    names = {figure.name for figure in host.figures(trace, ExportRequest(formats=("png",)))}
+    assert names and not {name for name in names if name.startswith(("patching_", "occlusion_"))}
+    for name, command in (("patching_resid", "main.py patch"), ("occlusion_strip", "main.py occlude")):
+        with pytest.raises(ValueError) as error:
+            host.figures(trace, ExportRequest(formats=("png",), figures=(name,)))
+        assert f"{name}: not drawn." in str(error.value) and command in str(error.value)
