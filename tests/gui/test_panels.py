@@ -18,6 +18,7 @@ from gui.figure_pages import laid_out_size
 from gui.panels.base import Panel
 from gui.panels.registry import panel_classes
 from gui.selection import Selection
+from tests.gui.figure_samples import same_length_variant
 
 SENTENCES = {"english": "The cat sat on the mat because it was tired.",
              "chinese": "订单成交，订单取消，查询订单。"}
@@ -57,8 +58,10 @@ def test_every_panel_has_a_unique_stable_object_name():
 
 @pytest.mark.parametrize("language", SENTENCES)
 @pytest.mark.parametrize("panel_class", PANELS, ids=lambda cls: cls.object_name)
-def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, language, traces, onnx_traces):
+def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, language, traces, onnx_traces, bundle):
     panel: Panel = show(panel_class())
+    runner = OnnxRunner(bundle)   # a sweep the panel starts by itself (occlusion) runs here, as the worker would
+    panel.sigRunExperiment.connect(lambda job: job.on_done(job.fn(runner)))
     trace = traces[language]
     if hasattr(panel, "set_reference_trace"):
         panel.set_reference_trace(onnx_traces[language])
@@ -70,6 +73,13 @@ def test_panel_draws_selects_empties_and_exports(qtbot, show, panel_class, langu
     assert panel.selection == selection
     qtbot.wait(10)
 
+    if panel.object_name == "patching":   # its figures are a sweep's, run for sentence B
+        corrupt = "订单取消，订单成交，查询订单。" if language == "chinese" else \
+            same_length_variant(bundle.tokenizer, SENTENCES[language])
+        panel.corrupt_edit.setText(corrupt)
+        panel.answer_edit.setText("#5")
+        panel.wrong_edit.setText("#6")
+        panel.run_button.click()
     figures = panel.figures()
     assert figures, f"{panel_class.__name__} offers no figure for a real trace"
     names = [f.name for f in figures] + [n for f in figures for n in f.extra_tables]
