@@ -100,12 +100,12 @@ def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
     heatmap scrolled to its last rows then shows only those rows, as Qt does, instead of spilling all
     its rows over the title above it."""
     viewports = _plot_viewports(widget)
-    with _scatter_symbols_as_shapes(widget), _hidden(viewports):
+    with _background_uncached(widget), _scatter_symbols_as_shapes(widget), _hidden(viewports):
         document = _drawn_svg(widget, title, QPoint(), widget)
     ppp = widget.logicalDpiY() / 72.0
     document = portable_svg(document, pixels_per_point=ppp)
     clipped = []
-    with _scatter_symbols_as_shapes(widget):
+    with _background_uncached(widget), _scatter_symbols_as_shapes(widget):
         for viewport in viewports:
             view = viewport.parentWidget()
             where = QRect(viewport.mapTo(widget, QPoint()), viewport.size())
@@ -140,11 +140,30 @@ def _hidden(widgets: list[QWidget]) -> Iterator[None]:
             each.setVisible(True)
 
 
+def _views_in(widget: QWidget) -> list[QGraphicsView]:
+    return [widget] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+
+
+@contextmanager
+def _background_uncached(widget: QWidget) -> Iterator[None]:
+    """pyqtgraph's views cache their background as a pixmap, which an SVG then holds as a page-sized PNG
+    (Qt compresses it at every export, and it is no vector): uncached, the background is a rectangle."""
+    views = _views_in(widget)
+    modes = [view.cacheMode() for view in views]
+    for view in views:
+        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
+    try:
+        yield
+    finally:
+        for view, mode in zip(views, modes):
+            view.setCacheMode(mode)
+
+
 @contextmanager
 def _scatter_symbols_as_shapes(widget: QWidget) -> Iterator[None]:
     """pyqtgraph draws scatter symbols from a pixmap atlas unless it is exporting; as pixmaps, other renderers
     draw them as grids of squares. In export mode each symbol is a path (a dot stays a circle)."""
-    views = [widget] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+    views = _views_in(widget)
     items = [item for view in views for item in view.scene().items() if isinstance(item, pg.ScatterPlotItem)]
     for item in items:
         item.setExportMode(True, {"antialias": True})
