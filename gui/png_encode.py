@@ -32,3 +32,30 @@ def image_png_bytes(image: QImage) -> bytes:
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+
+
+def enlarged_png_bytes(pixels: np.ndarray, times: int) -> bytes:  # [H, W, 3 or 4] -> PNG of H*times × W*times
+    """Each pixel as a times × times block (nearest neighbour): an embedded heatmap no renderer can blur.
+
+    A heatmap has few colours (its colour map's), so it is written with a palette when it can be: one
+    byte a pixel. Only the first row of each block is written out; the rows below repeat it, which the
+    "Up" filter turns into zeros that deflate passes over quickly.
+    """
+    height, width, channels = pixels.shape
+    colours, indexes = np.unique(pixels.reshape(-1, channels), axis=0, return_inverse=True)
+    chunks = []
+    if len(colours) <= 256:
+        samples = indexes.reshape(height, width, 1).astype(np.uint8)
+        header = struct.pack(">IIBBBBB", width * times, height * times, 8, 3, 0, 0, 0)   # 8-bit palette
+        chunks.append(_png_chunk(b"PLTE", colours[:, :3].tobytes()))
+        if channels == 4:
+            chunks.append(_png_chunk(b"tRNS", colours[:, 3].tobytes()))
+    else:
+        samples = np.ascontiguousarray(pixels)
+        header = struct.pack(">IIBBBBB", width * times, height * times, 8, 6 if channels == 4 else 2, 0, 0, 0)
+    first_rows = np.repeat(samples, times, axis=1).reshape(height, -1)
+    filtered = np.zeros((height, times, 1 + first_rows.shape[1]), np.uint8)
+    filtered[:, 1:, 0] = 2                              # filter type Up: every row below the first repeats it
+    filtered[:, 0, 1:] = first_rows                     # the first row of each block: filter None
+    return b"".join((b"\x89PNG\r\n\x1a\n", _png_chunk(b"IHDR", header), *chunks,
+                     _png_chunk(b"IDAT", zlib.compress(filtered.tobytes(), 1)), _png_chunk(b"IEND", b"")))
