@@ -7,7 +7,7 @@ MAX the model's context):
                    is set and Enter pressed (no typing debounce), and the time runs until the last
                    paint event the new trace caused has been delivered to a visible panel
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
-  export_all_ms    Export all, PNG + SVG, 64 tokens (export_all_cpu_ms: the process's CPU time for it)
+  export_all_ms    Export all, PNG + SVG, 64 tokens
   batch_export_ms_per_text  `main.py export --texts` with 20 sentences, the attention_head PNG (per sentence)
   rss_mb           resident memory after the update runs
   matplotlib_grid_ms  the layer x head grid of labelled heatmaps drawn with matplotlib (Agg)
@@ -155,8 +155,7 @@ def grid_ms(app, window, traces: dict, repeats: int) -> dict[str, float]:
     return result
 
 
-def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple[float, float]:
-    """Median (wall ms, process CPU ms) of Export all; CPU time is the steadier number on a shared machine."""
+def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float:
     from core.bench import text_of_tokens
 
     text = text_of_tokens(controller.bundle.tokenizer, 64)
@@ -165,20 +164,19 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> tuple
     controller.flush()
     settle(app, log, start, lambda: controller.trace is not None and controller.trace.text == text
            and not controller.busy() and not posted(window), set())
-    times, cpu_times = [], []
+    times = []
     for _ in range(repeats):
         written: list = []
         controller.sigFilesWritten.connect(written.append)
         with tempfile.TemporaryDirectory() as folder:
-            start, cpu_start = time.perf_counter(), time.process_time()
+            start = time.perf_counter()
             window.export_all_to(folder, formats=("png", "svg"))
             while not written:
                 app.processEvents()
                 time.sleep(0.0005)
             times.append((time.perf_counter() - start) * 1000)
-            cpu_times.append((time.process_time() - cpu_start) * 1000)
         controller.sigFilesWritten.disconnect(written.append)
-    return statistics.median(times), statistics.median(cpu_times)
+    return statistics.median(times)
 
 
 def startup_probe(settings_file: str) -> int:
@@ -257,8 +255,7 @@ def run(repeats: int = 7) -> dict:
         result["glassbox_grid_ms"] = glassbox_grid
         result["grid_speedup"] = {key: result["matplotlib_grid_ms"][key] / max(glassbox_grid[key], 1e-6)
                                   for key in glassbox_grid}
-        result["export_all_ms"], result["export_all_cpu_ms"] = export_all_ms(app, controller, window, log,
-                                                                             max(1, repeats // 2))
+        result["export_all_ms"] = export_all_ms(app, controller, window, log, max(1, repeats // 2))
         from gui.headless import bench_batch_export
 
         result["batch_export_ms_per_text"] = bench_batch_export()
