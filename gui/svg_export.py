@@ -21,15 +21,16 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
-from PySide6.QtCore import QBuffer, QIODevice, QPoint, QPointF, QRect, Qt
-from PySide6.QtGui import QFont, QImage, QPainter, QPainterPath, QTransform
+from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRect
+from PySide6.QtGui import QFont, QImage, QPainter, QTransform
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QStyleOptionGraphicsItem, QWidget
 
 import pyqtgraph as pg
 import pyqtgraph.exporters  # noqa: F401  (registers the exporters; the module below is its submodule)
 
-from gui.png_encode import image_png_bytes
+from gui.glyph_outlines import UNITS_PER_PIXEL, text_path_data
+from gui.png_encode import enlarged_png_bytes
 
 _CLOSE_COMMANDS = ("Z", "z")
 
@@ -100,12 +101,12 @@ def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
     heatmap scrolled to its last rows then shows only those rows, as Qt does, instead of spilling all
     its rows over the title above it."""
     viewports = _plot_viewports(widget)
-    with _scatter_symbols_as_shapes(widget), _hidden(viewports):
+    with _background_uncached(widget), _scatter_symbols_as_shapes(widget), _hidden(viewports):
         document = _drawn_svg(widget, title, QPoint(), widget)
     ppp = widget.logicalDpiY() / 72.0
     document = portable_svg(document, pixels_per_point=ppp)
     clipped = []
-    with _scatter_symbols_as_shapes(widget):
+    with _background_uncached(widget), _scatter_symbols_as_shapes(widget):
         for viewport in viewports:
             view = viewport.parentWidget()
             where = QRect(viewport.mapTo(widget, QPoint()), viewport.size())
@@ -141,11 +142,30 @@ def _hidden(widgets: list[QWidget]) -> Iterator[None]:
             each.setVisible(True)
 
 
+def _views_in(widget: QWidget) -> list[QGraphicsView]:
+    return [widget] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+
+
+@contextmanager
+def _background_uncached(widget: QWidget) -> Iterator[None]:
+    """pyqtgraph's views cache their background as a pixmap, which an SVG then holds as a page-sized PNG
+    (Qt compresses it at every export, and it is no vector): uncached, the background is a rectangle."""
+    views = _views_in(widget)
+    modes = [view.cacheMode() for view in views]
+    for view in views:
+        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
+    try:
+        yield
+    finally:
+        for view, mode in zip(views, modes):
+            view.setCacheMode(mode)
+
+
 @contextmanager
 def _scatter_symbols_as_shapes(widget: QWidget) -> Iterator[None]:
     """pyqtgraph draws scatter symbols from a pixmap atlas unless it is exporting; as pixmaps, other renderers
     draw them as grids of squares. In export mode each symbol is a path (a dot stays a circle)."""
-    views = [widget] if isinstance(widget, QGraphicsView) else widget.findChildren(QGraphicsView)
+    views = _views_in(widget)
     items = [item for view in views for item in view.scene().items() if isinstance(item, pg.ScatterPlotItem)]
     for item in items:
         item.setExportMode(True, {"antialias": True})
@@ -268,7 +288,7 @@ _TOKEN = re.compile(rb"<g\b[^>]*>|</g>|<text\b[^>]*>.*?</text>|<image\b[^>]*>"
 _ATTRIBUTE = re.compile(rb'([\w:-]+)="([^"]*)"')
 _MATRIX = re.compile(rb"matrix\(([^)]*)\)")
 _PAIR = re.compile(rb"(-?[0-9.]+(?:e[-+]?[0-9]+)?),(-?[0-9.]+(?:e[-+]?[0-9]+)?)")
-_EMPTY_GROUP = re.compile(rb"<g\b[^>]*>\s*</g>\s*")
+_SHAPES = (b"<rect", b"<polyline", b"<path", b"<polygon", b"<line", b"<ellipse", b"<circle")
 IDENTITY = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)   # SVG matrix(a, b, c, d, e, f)
 UPSCALED_IMAGE_PIXELS = 4_000_000           # a heatmap raster is enlarged up to this many pixels
 
@@ -283,41 +303,82 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
     - a small raster shown enlarged (a heatmap: one pixel per cell) is enlarged by whole pixels
       beforehand, so a renderer that smooths images (librsvg, PDF viewers) cannot blur the cells;
     - shapes that draw nothing and groups left empty are dropped.
+    One pass over the document; a group's matrix is worked out only when an element inside it needs it.
     """
     out: list[bytes] = []
-    matrices = [IDENTITY]
-    paints = [True]   # per open group: does it fill or stroke anything?
-    _outline_all(svg, pixels_per_point)
+    groups = _OpenGroups()
     copied = 0
     for match in _TOKEN.finditer(svg):
-        out.append(svg[copied:match.start()])
+        between = svg[copied:match.start()]
+        out.append(between)
+        if not between.isspace() and between:
+            groups.drawn[-1] = True
         copied = match.end()
         token = match.group(0)
         if token.startswith(b"<g"):
-            matrices.append(_compose(matrices[-1], _matrix_of(token)))
-            paints.append(not (b'fill="none"' in token and b'stroke="none"' in token))
-        elif token == b"</g>":
-            matrices.pop()
-            paints.pop()
-        elif token.startswith(b"<text"):
+            groups.open(token, len(out))
+            out.append(token)
+            continue
+        if token == b"</g>":
+            start, drawn = groups.close()
+            if drawn:
+                out.append(token)
+            else:   # nothing drawn inside: the group goes, and so may its parent
+                del out[start:]
+            continue
+        if token.startswith(b"<text"):
             token = _text_as_path(token, pixels_per_point)
         elif token.startswith(b"<image"):
-            token = _crisp_image(token, matrices[-1])
+            token = _crisp_image(token, groups.matrix())
         elif token.startswith(_SHAPES):
-            if _draws_nothing(token, paints[-1]):
+            if _draws_nothing(token, groups.paints[-1]):
                 continue
-            if b'vector-effect="non-scaling-stroke"' in token and not _keeps_stroke_width(matrices[-1]):
-                token = _baked_stroke(token, matrices[-1])
-        out.append(token)
+            if b'vector-effect="non-scaling-stroke"' in token:
+                matrix = groups.matrix()
+                if not _keeps_stroke_width(matrix):
+                    token = _baked_stroke(token, matrix)
+        if token:
+            out.append(token)
+            groups.drawn[-1] = True
     out.append(svg[copied:])
-    document = b"".join(out)
-    previous = None
-    while previous != document:   # an outer (clip) group empties once its inner group is gone
-        previous, document = document, _EMPTY_GROUP.sub(b"", document)
-    return document
+    return b"".join(out)
 
 
-_SHAPES = (b"<rect", b"<polyline", b"<path", b"<polygon", b"<line", b"<ellipse", b"<circle")
+class _OpenGroups:
+    """The <g> elements open at a point of the document, outermost first (the page itself at the bottom)."""
+
+    def __init__(self) -> None:
+        self.tags: list[bytes] = [b""]
+        self.matrices: list[tuple[float, ...] | None] = [IDENTITY]   # composed with the parents'; None: not yet
+        self.paints = [True]   # does the group fill or stroke anything?
+        self.drawn = [True]    # has anything been drawn inside it so far?
+        self.starts = [0]      # where its tag stands in the output
+
+    def open(self, tag: bytes, start: int) -> None:
+        self.tags.append(tag)
+        self.matrices.append(None)
+        self.paints.append(not (b'fill="none"' in tag and b'stroke="none"' in tag))
+        self.drawn.append(False)
+        self.starts.append(start)
+
+    def close(self) -> tuple[int, bool]:
+        """Where the closed group's tag stands in the output, and whether it drew anything."""
+        self.tags.pop()
+        self.matrices.pop()
+        self.paints.pop()
+        drawn = self.drawn.pop()
+        if drawn:
+            self.drawn[-1] = True
+        return self.starts.pop(), drawn
+
+    def matrix(self) -> tuple[float, ...]:
+        """The innermost group's transform composed with all its parents' (page from element coordinates)."""
+        known = len(self.matrices) - 1
+        while self.matrices[known] is None:
+            known -= 1
+        for level in range(known + 1, len(self.matrices)):
+            self.matrices[level] = _compose(self.matrices[level - 1], _matrix_of(self.tags[level]))
+        return self.matrices[-1]
 
 
 def _draws_nothing(tag: bytes, group_paints: bool) -> bool:
@@ -389,9 +450,23 @@ def _baked_stroke(tag: bytes, m: tuple[float, ...]) -> bytes:
         kept = b" ".join(k + b'="' + v + b'"' for k, v in attrs.items() if k not in (b"x", b"y", b"width", b"height"))
         tag = b"<path " + kept + b' d="' + d + b'"/>'
     else:
-        tag = _PAIR.sub(lambda p: b",".join(_fmt(v) for v in _apply(m, float(p.group(1)), float(p.group(2)))), tag)
+        tag = _points_mapped(tag, m)
     transform = b'transform="matrix(' + b",".join(f"{v:.9g}".encode() for v in inverse) + b')"'
     return tag.replace(b"/>", b" " + transform + b"/>", 1) if tag.endswith(b"/>") else tag
+
+
+def _points_mapped(tag: bytes, m: tuple[float, ...]) -> bytes:
+    """Every "x,y" pair of the tag mapped by m, written to a hundredth of a page pixel."""
+    pieces = _PAIR.split(tag)   # [text, x, y, text, x, y, ..., text]
+    a, b, c, d, e, f = m
+    mapped = []
+    for x, y in zip(map(float, pieces[1::3]), map(float, pieces[2::3])):
+        mapped += (a * x + c * y + e, b * x + d * y + f)
+    pairs = (b"%.2f,%.2f\n" * (len(mapped) // 2) % tuple(mapped)).split(b"\n")
+    joined = [b""] * (2 * len(pairs) - 1)
+    joined[0::2] = pieces[0::3]
+    joined[1::2] = pairs[:-1]
+    return b"".join(joined)
 
 
 def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
@@ -400,25 +475,33 @@ def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:
     if not sep:
         return tag
     encoded, quote, tail = rest.partition(b'"')
-    attrs = _attributes(head)
-    image = QImage.fromData(base64.b64decode(encoded), "PNG")
-    if image.isNull():
+    size = _png_size(encoded)
+    if size is None:
         return tag
+    width, height = size
+    attrs = _attributes(head)
     shown_w = math.hypot(m[0], m[1]) * _number(attrs.get(b"width", b"0"))
     shown_h = math.hypot(m[2], m[3]) * _number(attrs.get(b"height", b"0"))
     # Each axis on its own: a matrix of many narrow columns and few tall rows (dimensions × tokens) is
     # enlarged along its rows too, or a renderer that smooths blurs every row into the next.
-    times_w, times_h = _enlargement(shown_w / max(1, image.width())), _enlargement(shown_h / max(1, image.height()))
-    budget = UPSCALED_IMAGE_PIXELS / max(1, image.width() * image.height())
+    times_w, times_h = _enlargement(shown_w / max(1, width)), _enlargement(shown_h / max(1, height))
+    budget = UPSCALED_IMAGE_PIXELS / max(1, width * height)
     if times_w * times_h > budget:
         shrink = math.sqrt(budget / (times_w * times_h))
         times_w, times_h = max(1, int(times_w * shrink)), max(1, int(times_h * shrink))
     if times_w * times_h < 2:
         return tag
-    large = image.scaled(image.width() * times_w, image.height() * times_h, Qt.AspectRatioMode.IgnoreAspectRatio,
-                         Qt.TransformationMode.FastTransformation)
+    enlarged = _ENLARGED.get((encoded, times_w, times_h))
+    if enlarged is None:
+        image = QImage.fromData(base64.b64decode(encoded), "PNG")
+        if image.isNull():
+            return tag
+        if len(_ENLARGED) >= _MAX_ENLARGED:
+            _ENLARGED.clear()
+        enlarged = base64.b64encode(enlarged_png_bytes(_pixels(image), times_w, times_h))
+        _ENLARGED[(encoded, times_w, times_h)] = enlarged
     head = head.replace(b"<image ", b'<image style="image-rendering:pixelated" ', 1)
-    return head + sep + base64.b64encode(_png_of(large)) + quote + tail
+    return head + sep + enlarged + quote + tail
 
 
 def _enlargement(factor: float) -> int:
@@ -427,93 +510,72 @@ def _enlargement(factor: float) -> int:
     return 1 if factor < 1.5 else math.ceil(2 * factor)
 
 
-def _png_of(image: QImage) -> bytes:
-    """An opaque image through the fast encoder (most heatmaps); one with transparency through Qt's."""
-    if _is_opaque(image):
-        return image_png_bytes(image)
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
-    return bytes(buffer.data())
+# (base64 PNG, times along x, times along y) -> base64 PNG enlarged: a figure and its overview often show
+# the same heatmap
+_ENLARGED: dict[tuple[bytes, int, int], bytes] = {}
+_MAX_ENLARGED = 256
 
 
-def _is_opaque(image: QImage) -> bool:
-    if not image.hasAlphaChannel():
-        return True
-    argb = image.convertToFormat(QImage.Format.Format_ARGB32)
-    pixels = np.frombuffer(argb.constBits(), np.uint8).reshape(argb.height(), argb.bytesPerLine())
-    return bool(pixels[:, 3: argb.width() * 4: 4].min(initial=255) == 255)   # ARGB32 is B, G, R, A in memory
+def _png_size(encoded: bytes) -> tuple[int, int] | None:
+    """(width, height) from a base64 PNG's header, without decoding the image."""
+    header = base64.b64decode(encoded[:32])
+    if len(header) < 24 or header[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(header[16:20], "big"), int.from_bytes(header[20:24], "big")
+
+
+def _pixels(image: QImage) -> np.ndarray:  # -> [H, W, 3] RGB, or [H, W, 4] RGBA when not opaque
+    rgba = image.convertToFormat(QImage.Format.Format_RGBA8888)
+    pixels = np.frombuffer(rgba.constBits(), np.uint8).reshape(rgba.height(), rgba.bytesPerLine())
+    pixels = pixels[:, : rgba.width() * 4].reshape(rgba.height(), rgba.width(), 4)
+    opaque = pixels[:, :, 3].min(initial=255) == 255
+    return (pixels[:, :, :3] if opaque else pixels).copy()   # a copy: the converted image is freed on return
 
 
 def _text_as_path(token: bytes, pixels_per_point: float) -> bytes:
-    """<text x y font-…>content</text> -> <path> of its glyphs, placed with a translate."""
-    open_tag, _, rest = token.partition(b">")
-    attrs = _attributes(open_tag)
-    key = _text_key(open_tag[5:], rest.rpartition(b"</text>")[0], pixels_per_point)
-    d = _OUTLINE_CACHE.get(key)
-    if d is None:
-        font_key, content, _ = key
-        outline = QPainterPath()
-        outline.addText(QPointF(0, 0), _font_of(font_key, pixels_per_point), content)
-        d = _OUTLINE_CACHE[key] = painter_path_d(outline).encode()
-    if not d:
+    """<text x y font-…>content</text> -> <path> of its glyphs, placed with a translate (b"" for blank text).
+
+    The path for one text with its paint and font is made once (labels repeat across figures): the
+    element then only needs its own x and y."""
+    parts = _TEXT_PARTS.match(token)
+    if parts is None:   # no x and y where QSvgGenerator writes them: key on the whole tag
+        open_tag, _, rest = token.partition(b">")
+        attrs = _attributes(open_tag)
+        key = (open_tag, rest.rpartition(b"</text>")[0], pixels_per_point)
+        x, y = _fmt(_number(attrs.get(b"x", b"0"))), _fmt(_number(attrs.get(b"y", b"0")))
+    else:
+        key = (parts.group(1) + parts.group(4), parts.group(5), pixels_per_point)
+        x, y = parts.group(2), parts.group(3)
+    placed = _TEXT_PATHS.get(key)
+    if placed is None:
+        if len(_TEXT_PATHS) >= _MAX_TEXT_PATHS:
+            _TEXT_PATHS.clear()
+        placed = _TEXT_PATHS[key] = _text_path_parts(key[0], key[1], pixels_per_point)
+    if not placed:
         return b""
-    paint = b"".join(b" " + name + b'="' + attrs[name] + b'"' for name in (b"fill", b"fill-opacity") if name in attrs)
-    placed = b"translate(" + _fmt(_number(attrs.get(b"x", b"0"))) + b"," + _fmt(_number(attrs.get(b"y", b"0"))) + b")"
-    if b"transform" in attrs:
-        placed = attrs[b"transform"] + b" " + placed
-    # stroke-width 0 as well as stroke none: Qt's own SVG renderer (used for the PDF) otherwise strokes
-    # the outline with the enclosing group's pen, and the text comes out bold
-    return b"<path" + paint + b' stroke="none" stroke-width="0" transform="' + placed + b'" d="' + d + b'"/>'
+    head, tail = placed
+    return head + x + b"," + y + tail
 
 
-# (font, text, pixels per point) -> path data: labels repeat across the figures of one export
-_OUTLINE_CACHE: dict[tuple, bytes] = {}
-_TEXT_TAG = re.compile(rb"<text\b([^>]*)>(.*?)</text>", re.DOTALL)
-_PATH_DATA = re.compile(rb'<path\b[^>]*\sd="([^"]*)"')
+_TEXT_PARTS = re.compile(rb'<text\b([^>]*?)\sx="([^"]*)"\sy="([^"]*)"([^>]*)>(.*?)</text>', re.DOTALL)
+# (attributes but x and y, content, pixels per point) -> the <path> before and after its "x,y"; () if blank
+_TEXT_PATHS: dict[tuple, tuple[bytes, bytes]] = {}
+_MAX_TEXT_PATHS = 50_000
 
 
-def _text_key(attributes: bytes, content: bytes, pixels_per_point: float) -> tuple:
+def _text_path_parts(attributes: bytes, content: bytes, pixels_per_point: float) -> tuple[bytes, bytes] | tuple[()]:
     attrs = _attributes(attributes)
     font_key = tuple(attrs.get(name, b"").decode() for name in (b"font-family", b"font-size", b"font-weight", b"font-style"))
-    return font_key, html.unescape(content.decode("utf-8")), pixels_per_point
-
-
-def _outline_all(svg: bytes, pixels_per_point: float) -> None:
-    """Outline every (font, text) of the document not yet cached, in one pass through Qt's own SVG writer.
-
-    QSvgGenerator writes a drawn QPainterPath as path data in C++, far faster than reading the path's
-    elements one by one from Python (painter_path_d), which stays as the fallback.
-    """
-    missing = list(dict.fromkeys(key for attributes, content in _TEXT_TAG.findall(svg)
-                                 if (key := _text_key(attributes, content, pixels_per_point)) not in _OUTLINE_CACHE))
-    paths = []
-    for font_key, content, ppp in missing:
-        outline = QPainterPath()
-        outline.addText(QPointF(0, 0), _font_of(font_key, ppp), content)
-        paths.append(outline)
-    drawn = [(key, path) for key, path in zip(missing, paths) if not path.isEmpty()]
-    for key, path in zip(missing, paths):
-        if path.isEmpty():
-            _OUTLINE_CACHE[key] = b""
-    if not drawn:
-        return
-    buffer = QBuffer()
-    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    generator = QSvgGenerator()
-    generator.setOutputDevice(buffer)
-    painter = QPainter(generator)
-    try:
-        painter.setPen(Qt.PenStyle.NoPen)
-        for _, path in drawn:
-            painter.drawPath(path)
-    finally:
-        painter.end()
-    written = _PATH_DATA.findall(bytes(buffer.data()))
-    if len(written) != len(drawn):   # not one <path> per drawn path: outline them one by one instead
-        written = [painter_path_d(path).encode() for _, path in drawn]
-    for (key, _), d in zip(drawn, written):
-        _OUTLINE_CACHE[key] = d.strip()
+    d = text_path_data(_font_of(font_key, pixels_per_point), html.unescape(content.decode("utf-8")))
+    if not d:
+        return ()
+    paint = b"".join(b" " + name + b'="' + attrs[name] + b'"' for name in (b"fill", b"fill-opacity") if name in attrs)
+    transform = attrs[b"transform"] + b" " if b"transform" in attrs else b""
+    # stroke-width 0 as well as stroke none: Qt's own SVG renderer (used for the PDF) otherwise strokes
+    # the outline with the enclosing group's pen, and the text comes out bold
+    head = b"<path" + paint + b' stroke="none" stroke-width="0" transform="' + transform + b"translate("
+    tail = b") scale(%g)" % (1 / UNITS_PER_PIXEL) + b'" d="' + d + b'"/>'
+    return head, tail
 
 
 def _font_of(font_key: tuple[str, str, str, str], pixels_per_point: float) -> QFont:
@@ -527,22 +589,6 @@ def _font_of(font_key: tuple[str, str, str, str], pixels_per_point: float) -> QF
     font.setWeight(QFont.Weight(int(_number(weight or "400"))))
     font.setItalic(style == "italic")
     return font
-
-
-def painter_path_d(path: QPainterPath) -> str:
-    """A QPainterPath as SVG path data (M, L, C; glyph outlines close themselves)."""
-    parts: list[str] = []
-    element_at, i, n = path.elementAt, 0, path.elementCount()
-    while i < n:
-        e = element_at(i)
-        if e.isCurveTo():   # a cubic: this element and the next two (control point, end point)
-            c2, end = element_at(i + 1), element_at(i + 2)
-            parts.append(f"C{e.x:.2f},{e.y:.2f} {c2.x:.2f},{c2.y:.2f} {end.x:.2f},{end.y:.2f}")
-            i += 3
-            continue
-        parts.append(f"{'M' if e.isMoveTo() else 'L'}{e.x:.2f},{e.y:.2f}")
-        i += 1
-    return " ".join(parts)
 
 
 install_svg_exporter_fix()
