@@ -106,6 +106,7 @@ class AttentionPanel(Panel):
         self.matrix_view = self._build_matrix()
         self.hover_label = QLabel(HOVER_HINT)
         self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.hover_label.setWordWrap(True)   # unwrapped, a long hover text widened the window past 1280 px
         self.lines_view = HeadLinesView()
         self.lines_view.sigTokenClicked.connect(self._on_token_clicked)
         self.lines_scroll = QScrollArea()
