@@ -38,6 +38,7 @@ DEFAULT_LAYOUT: dict[str, tuple[Qt.DockWidgetArea, str | None]] = {
     "positions": (Area.LeftDockWidgetArea, "attention"),
     "moe": (Area.LeftDockWidgetArea, "attention"),
     "step": (Area.LeftDockWidgetArea, "attention"),
+    "patching": (Area.LeftDockWidgetArea, "attention"),   # its inputs need the wider area
     "head_roles": (Area.LeftDockWidgetArea, "attention"),
     "logit_lens": (Area.LeftDockWidgetArea, "attention"),
     "parity": (Area.LeftDockWidgetArea, "attention"),

@@ -11,7 +11,7 @@ from tests.gui.qt_helpers import type_text
 
 SMALL_SCREEN = QSize(1152, 752)   # the first window on a 1280×800 screen
 SHORT = "The cat sat."
-LONG = " ".join(["The cat sat on the mat because it was tired, and the dog slept by the door."] * 5)
+LONG = "The cat sat on the mat because it was tired, and the dog slept by the door. 订单成交，订单取消，查询订单。"
 
 
 def test_the_first_window_fits_the_screen_it_opens_on():
@@ -81,6 +81,7 @@ def test_no_panel_grows_the_window_with_the_sentence(qtbot, make_window):
         type_text(qtbot, window, SHORT)
         short_dock, short_window = dock.minimumSizeHint().height(), window.minimumSizeHint().height()
         type_text(qtbot, window, LONG)
+        assert window.controller.trace.n_tokens > 50
         panel = window.panel(name)
         if name == "occlusion":   # its strips fill in when the worker's answer arrives
             qtbot.waitUntil(lambda: panel.result is not None and len(panel.result.input_ids) > 40, timeout=30000)
