@@ -510,13 +510,14 @@ class MainWindow(QMainWindow):
             self.controller.fetch_fields(None, self.choose_figure_export)
             return
         self.bring_all_up_to_date()
-        figures = [(f"{p.title} — {f.name}", f) for p in self.panels for f in self._figures_of(p)]
-        if not figures:
+        owned = [(p, f) for p in self.panels for f in self._figures_of(p)]
+        if not owned:
             self.show_error("there is no figure to export")
             return
+        # By the panel that made it: a Figure asked for again is a new object (its table a new lambda).
         current = self.current_panel()
-        first = next((i for i, (_, f) in enumerate(figures)
-                      if current is not None and f in self._figures_of(current)), 0)
+        first = next((i for i, (p, _) in enumerate(owned) if p is current), 0)
+        figures = [(f"{p.title} — {f.name}", f) for p, f in owned]
         dialog = ExportFigureDialog(figures, first, self._last_folder(), self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             choice = dialog.choice()
