@@ -59,3 +59,16 @@ def test_logit_lens_names_the_token_in_narrow_cells_and_shows_the_whole_heatmap(
     assert cells_with_labels_differ(panel) > 200
     bottom = panel.view.mapTo(panel.scroll.viewport(), panel.view.rect().bottomLeft()).y()
     assert bottom <= panel.scroll.viewport().height(), "the heatmap's x labels are below the first screen"
+
+
+def test_the_head_view_caption_of_hidden_lines_is_whole_in_a_narrow_view(qtbot):
+    from PySide6.QtGui import QFontMetricsF
+
+    from gui.fonts import ui_font
+    from gui.head_lines import left_out_note
+
+    metrics = QFontMetricsF(ui_font())
+    narrow = left_out_note(30896, 0.027, metrics, 220)
+    assert narrow == "30,896 lines < 0.027 hidden" and metrics.horizontalAdvance(narrow) <= 220
+    wide = left_out_note(30896, 0.027, metrics, 2000)
+    assert wide.startswith(narrow) and "hover a token" in wide
