@@ -169,7 +169,6 @@ class MainWindow(QMainWindow):
         self._built[name] = panel
         dock = self.docks[name]
         placeholder = dock.widget()
-        panel.resize(placeholder.size())   # laid out first at its dock's size, not at a new widget's 640×480
         dock.setWidget(panel)
         placeholder.deleteLater()
         self.controller.connect_panel(panel)
@@ -304,11 +303,17 @@ class MainWindow(QMainWindow):
 
     def _size_default_docks(self) -> None:
         width, height = self.width(), self.height()
-        if "tokens" in self.docks:
-            tokens_height = max(int(height * 0.34), tokens_dock_height(self.fontMetrics().lineSpacing()))
-            self.resizeDocks([self.docks["tokens"]], [tokens_height], Qt.Orientation.Vertical)
         left = next((self.docks[n] for n in ("attention", "positions", "step") if n in self.docks), None)
         right = next((self.docks[n] for n in ("next_token", "moe") if n in self.docks), None)
+        if "tokens" in self.docks:
+            tokens_height = max(int(height * 0.34), tokens_dock_height(self.fontMetrics().lineSpacing()))
+            # The docks below named too, sharing the height all have now (their tab bar's included, as Qt
+            # shares it by these proportions): Qt sizes the Tokens dock alone hardly or not at all.
+            below = [dock for dock in (left, right) if dock is not None]
+            tabs = max((bar.height() for bar in self.findChildren(QTabBar) if bar.isVisible()), default=0)
+            space = self.docks["tokens"].height() + max((dock.height() for dock in below), default=0) + tabs
+            self.resizeDocks([self.docks["tokens"], *below], [tokens_height, *[space - tokens_height] * len(below)],
+                             Qt.Orientation.Vertical)
         if left is not None and right is not None:
             self.resizeDocks([left, right], [int(width * 0.55), int(width * 0.45)], Qt.Orientation.Horizontal)
 
