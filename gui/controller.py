@@ -304,6 +304,7 @@ class Controller(QObject):
         self.trace: Trace | None = None
         self.parity: float | None = None
         self.selection = Selection()
+        self._selected_ids: list[int] | None = None   # the tokens of the last sentence shown (Selection.for_tokens)
         self.generation = 0
         self._cancels = 0          # bumped by Esc and by closing: stops jobs that typing does not supersede
         self._switch_id = 0        # the latest backend switch asked for
@@ -522,11 +523,12 @@ class Controller(QObject):
         self._apply_awaiting()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
-        previous, self.trace, self.parity = self.trace, trace, parity
+        self.trace, self.parity = trace, parity
         self.sigReferenceTrace.emit(reference)
         if trace is not None:
-            if previous is not None and previous.text != trace.text:   # a new sentence: look at its last token
-                self.selection = self.selection.updated(query=None, key=None)
+            # a new sentence: look at its last token (an emptied bar in between does not count)
+            self.selection = self.selection.for_tokens(self._selected_ids, trace.input_ids.tolist())
+            self._selected_ids = trace.input_ids.tolist()
             self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
         self.sigTraceChanged.emit(trace)
         self.sigNotice.emit(" · ".join(n for n in (self._cut_notice(trace), self._nonfinite_notice(trace)) if n))

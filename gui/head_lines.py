@@ -75,6 +75,13 @@ def rasterise_lines(height: int, x0: float, x1: float, y_start: np.ndarray, y_en
     return -np.expm1(-np.maximum(coverage, 0.0)), first
 
 
+def left_out_note(left_out: int, below: float, metrics, width: float) -> str:
+    """The caption of the lines not drawn, whole in `width` pixels: the hover hint only where it fits."""
+    note = f"{left_out:,} lines < {below:.3f} hidden"
+    hinted = f"{note} · hover a token for all its lines"
+    return hinted if metrics.horizontalAdvance(hinted) <= width else note
+
+
 @dataclass(frozen=True)
 class LinesGeometry:
     top: float        # y of the first token row's top edge
@@ -395,9 +402,8 @@ class HeadLinesView(QWidget):
         painter.setPen(muted_text(self.palette()))
         left_out, below = self._left_out
         if left_out:
-            note = f"{left_out} lines with weight < {below:.3f} not drawn · hover a token for all its lines"
             painter.drawText(QPointF(self.MARGIN, y + metrics.ascent()),
-                             metrics.elidedText(note, Qt.TextElideMode.ElideRight, self.width() - 2 * self.MARGIN))
+                             left_out_note(left_out, below, metrics, self.width() - 2 * self.MARGIN))
             y += line
         painter.drawText(QRectF(self.MARGIN, y, g.left_text - self.MARGIN, line),
                          int(Qt.AlignmentFlag.AlignRight), "query")

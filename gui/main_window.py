@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QRect, QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QLabel, QMainWindow,
-                               QMessageBox, QTextBrowser, QToolBar, QToolButton, QVBoxLayout, QWidget)
+                               QMessageBox, QTabBar, QTextBrowser, QToolBar, QToolButton, QVBoxLayout, QWidget)
 
 from core.bundle import Bundle
 from gui.controller import Controller, panels_fields
@@ -29,14 +29,23 @@ STATE_VERSION = 2   # bump when the default dock set changes so old layouts are 
 
 Area = Qt.DockWidgetArea
 # object_name -> (dock area, the dock to share a tab group with); panels not listed go right.
+# Left: how the model computes; right: what it predicts and the experiments on it. Two groups of
+# about six tabs each keep every tab title whole on a 1280×800 screen (nine in one group were cut to "P…").
 DEFAULT_LAYOUT: dict[str, tuple[Qt.DockWidgetArea, str | None]] = {
     "tokens": (Area.TopDockWidgetArea, None),
     "attention": (Area.LeftDockWidgetArea, None),
     "positions": (Area.LeftDockWidgetArea, "attention"),
+    "moe": (Area.LeftDockWidgetArea, "attention"),
     "step": (Area.LeftDockWidgetArea, "attention"),
+    "patching": (Area.LeftDockWidgetArea, "attention"),   # its inputs need the wider area
+    "head_roles": (Area.LeftDockWidgetArea, "attention"),
+    "logit_lens": (Area.LeftDockWidgetArea, "attention"),
+    "parity": (Area.LeftDockWidgetArea, "attention"),
     "next_token": (Area.RightDockWidgetArea, None),
-    "moe": (Area.RightDockWidgetArea, "next_token"),
 }
+FIRST_SIZE = QSize(1500, 950)   # the first window on a big screen
+SCREEN_SHARE = 0.9              # ...and on a smaller one, this share of its width
+TITLE_BAR_ROOM = 48             # and its height less the window's title bar: at 800 px every line counts
 STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
 BUSY_TEXT = "running…"
 BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
@@ -44,6 +53,31 @@ BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "B
 
 def default_settings() -> QSettings:
     return QSettings(ORGANISATION, APPLICATION)
+
+
+def first_window_size(available: QRect) -> QSize:
+    """The window's size before any is saved: FIRST_SIZE, shrunk to fit the screen's free area."""
+    return FIRST_SIZE.boundedTo(QSize(int(available.width() * SCREEN_SHARE), available.height() - TITLE_BAR_ROOM))
+
+
+def tokens_dock_height(line: int) -> int:
+    """The Tokens dock's height for two whole rows of chips (measured on the chip widget itself) under its
+    summary and above its legend (two lines each on a small screen), its title, spacing and margins (about
+    two lines more: 126 px at a 17 px line)."""
+    from gui.chip_flow import Chip, ChipFlow
+
+    two_rows = ChipFlow(big_point_size=12.0, small_point_size=8.0)   # the Tokens panel's chips
+    two_rows.resize(1, 1)   # narrower than a chip: each on its own row
+    two_rows.set_chips([Chip(("我", "id 0", "bytes 0–3"), Qt.GlobalColor.white)] * 2)
+    height = two_rows.height()
+    two_rows.deleteLater()
+    return height + 6 * line + 28
+
+
+def show_whole_tab_titles(bar: QTabBar) -> None:
+    """Dock tab titles are never shortened ("P…" named two tabs): too many tabs scroll instead."""
+    bar.setElideMode(Qt.TextElideMode.ElideNone)
+    bar.setUsesScrollButtons(True)
 
 
 class MainWindow(QMainWindow):
@@ -269,10 +303,17 @@ class MainWindow(QMainWindow):
 
     def _size_default_docks(self) -> None:
         width, height = self.width(), self.height()
-        if "tokens" in self.docks:
-            self.resizeDocks([self.docks["tokens"]], [int(height * 0.34)], Qt.Orientation.Vertical)
         left = next((self.docks[n] for n in ("attention", "positions", "step") if n in self.docks), None)
         right = next((self.docks[n] for n in ("next_token", "moe") if n in self.docks), None)
+        if "tokens" in self.docks:
+            tokens_height = max(int(height * 0.34), tokens_dock_height(self.fontMetrics().lineSpacing()))
+            # The docks below named too, sharing the height all have now (their tab bar's included, as Qt
+            # shares it by these proportions): Qt sizes the Tokens dock alone hardly or not at all.
+            below = [dock for dock in (left, right) if dock is not None]
+            tabs = max((bar.height() for bar in self.findChildren(QTabBar) if bar.isVisible()), default=0)
+            space = self.docks["tokens"].height() + max((dock.height() for dock in below), default=0) + tabs
+            self.resizeDocks([self.docks["tokens"], *below], [tokens_height, *[space - tokens_height] * len(below)],
+                             Qt.Orientation.Vertical)
         if left is not None and right is not None:
             self.resizeDocks([left, right], [int(width * 0.55), int(width * 0.45)], Qt.Orientation.Horizontal)
 
@@ -287,10 +328,22 @@ class MainWindow(QMainWindow):
         if isinstance(geometry, QByteArray) and not geometry.isEmpty():
             self.restoreGeometry(geometry)
         else:
-            self.resize(1500, 950)
+            self._fit_first_window()
         state = self.settings.value("window/state")
         if isinstance(state, QByteArray) and not state.isEmpty() and self.restoreState(state, STATE_VERSION):
             self._size_docks_on_show = False   # the saved layout carries its own sizes
+
+    def _fit_first_window(self) -> None:
+        screen = self.screen() or QApplication.primaryScreen()
+        available = screen.availableGeometry()
+        self.resize(first_window_size(available))
+        self.move(available.center() - self.rect().center())
+
+    def childEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        """The main window makes a tab bar for each new group of tabbed docks: make its titles whole."""
+        super().childEvent(event)
+        if event.type() == QEvent.Type.ChildPolished and isinstance(event.child(), QTabBar):
+            show_whole_tab_titles(event.child())
 
     def save_settings(self) -> None:
         self.settings.setValue("window/geometry", self.saveGeometry())
@@ -462,13 +515,14 @@ class MainWindow(QMainWindow):
             self.controller.fetch_fields(None, self.choose_figure_export)
             return
         self.bring_all_up_to_date()
-        figures = [(f"{p.title} — {f.name}", f) for p in self.panels for f in self._figures_of(p)]
-        if not figures:
+        owned = [(p, f) for p in self.panels for f in self._figures_of(p)]
+        if not owned:
             self.show_error("there is no figure to export")
             return
+        # By the panel that made it: a Figure asked for again is a new object (its table a new lambda).
         current = self.current_panel()
-        first = next((i for i, (_, f) in enumerate(figures)
-                      if current is not None and f in self._figures_of(current)), 0)
+        first = next((i for i, (p, _) in enumerate(owned) if p is current), 0)
+        figures = [(f"{p.title} — {f.name}", f) for p, f in owned]
         dialog = ExportFigureDialog(figures, first, self._last_folder(), self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             choice = dialog.choice()

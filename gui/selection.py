@@ -30,3 +30,16 @@ class Selection:
         last_query = n_tokens - 1 if query is None else query  # None means the last token
         key = None if self.key is None or self.key > last_query else self.key
         return Selection(min(self.layer, num_layers - 1), min(self.head, num_heads - 1), query, key)
+
+    def for_tokens(self, old_ids, new_ids) -> "Selection":
+        """The selection once the sentence's tokens go from old_ids to new_ids (sequences of ints; None: no
+        sentence before). A clicked query (and its key) stays while the tokens up to it are unchanged: the
+        user extends or edits the sentence after it. Otherwise it goes back to the last token: the token it
+        named is gone. Layer and head stay."""
+        if self.query is None:
+            return self
+        through = self.query + 1
+        if old_ids is not None and len(old_ids) >= through and len(new_ids) >= through \
+                and list(old_ids[:through]) == list(new_ids[:through]):
+            return self
+        return replace(self, query=None, key=None)

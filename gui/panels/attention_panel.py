@@ -24,7 +24,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QSizeF, Qt, Signal
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrollArea, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrollArea, QSizePolicy, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from core import attention_view as av
 from core.experiment_runs import ablations_only
@@ -108,6 +109,8 @@ class AttentionPanel(Panel):
         self.matrix_view = self._build_matrix()
         self.hover_label = QLabel(HOVER_HINT)
         self.hover_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # its text never sets the panel's width (a long hover text widened the window past 1280 px): cut instead
+        self.hover_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.lines_view = HeadLinesView()
         self.lines_view.sigTokenClicked.connect(self._on_token_clicked)
         self.lines_scroll = QScrollArea()

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWid
 
 from core.head_roles import ROLE_DEFINITIONS, ROLE_NAMES, HeadRoles, sentence_roles
 from core.raw_export import csv_text
+from core.role_badges import BADGES
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
@@ -30,6 +31,8 @@ SCORE_COLOUR = QColor("#2c5f8a")      # a full-score cell; 0 is white
 EVIDENCE_PEN = QColor("#ff5a1f")      # outline of the cells a score is made of
 ROLE_TITLES = {"previous_token": "previous", "self": "self", "first_token": "first (sink)",
                "duplicate_token": "duplicate", "induction": "induction"}
+SOURCE_TITLES = {"sentence": "sent.", "probe": "probe"}   # under the role's badge name in a column title
+HEADER_PADDING = 12   # a column is never narrower than its title (the titles were cut to "nduction")
 CSV_HEADER = ("layer", "head", *(f"{role}_{source}" for role in ROLE_NAMES for source in SOURCES))
 
 
@@ -102,15 +105,21 @@ class HeadRolesPanel(Panel):
 
     # ---------------------------------------------------------------- building (once)
     def _build_table(self) -> None:
-        columns = ["head"] + [f"{ROLE_TITLES[role]}\n{source}" for role in ROLE_NAMES for source in SOURCES]
+        # Short titles (the grid's badge names), so that eleven columns fit a dock of a small screen.
+        columns = ["head"] + [f"{BADGES[role]}\n{SOURCE_TITLES[source]}" for role in ROLE_NAMES for source in SOURCES]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
         for i, role in enumerate(ROLE_NAMES):
             for j, source in enumerate(SOURCES):
                 self.table.horizontalHeaderItem(1 + 2 * i + j).setToolTip(
-                    f"{ROLE_DEFINITIONS[role]}\n({'on this sentence' if source == 'sentence' else 'on the probe'})")
+                    f"{ROLE_TITLES[role]}: {ROLE_DEFINITIONS[role]}\n"
+                    f"({'on this sentence' if source == 'sentence' else 'on the probe'})")
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
+        metrics = header.fontMetrics()
+        header.setMinimumSectionSize(HEADER_PADDING + max(metrics.horizontalAdvance(line) for title in columns
+                                                          for line in title.split("\n")))
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectItems)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -118,11 +127,11 @@ class HeadRolesPanel(Panel):
         self.table.cellClicked.connect(self._on_cell_clicked)
         self.definitions.setWordWrap(True)
         self.definitions.setTextFormat(Qt.TextFormat.RichText)
-        self.definitions.setText("<br>".join(f"<b>{ROLE_TITLES[role]}</b>: {ROLE_DEFINITIONS[role]}"
+        self.definitions.setText("<br>".join(f"<b>{BADGES[role]}</b> ({ROLE_TITLES[role]}): {ROLE_DEFINITIONS[role]}"
                                              for role in ROLE_NAMES)
-                                 + "<br><b>probe</b>: the same scores on the bundle's fixed probe, random tokens "
-                                   "repeated (as <i>main.py eval</i> measures induction), averaged over its "
-                                   "sequences.")
+                                 + "<br><b>sent.</b>: on this sentence; <b>probe</b>: the same scores on the "
+                                   "bundle's fixed probe, random tokens repeated (as <i>main.py eval</i> measures "
+                                   "induction), averaged over its sequences.")
 
     def _build_evidence(self) -> None:
         self.evidence_title.setWordWrap(True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QSize
-from PySide6.QtGui import QColor, QPainterPath
+from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -29,7 +29,7 @@ from gui import figure_pages as pages
 from gui import plotting
 from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
-from gui.heatmap import CellText, Heatmap
+from gui.heatmap import CellText, Heatmap, text_colour
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.readout_job import ReadoutJob
@@ -40,6 +40,9 @@ TOP_TOKEN = -1                      # the target spin box's "the model's own top
 CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
 MARK_COLOUR = QColor(214, 39, 40)
 CLICK_HINT = "Click a column of the heatmap to select that position."
+MIN_TOKEN_CELL_PX = 14.0            # a cell narrower or lower than this shows no token (its tooltip does)
+TURN_RATIO = 1.8                    # a cell this many times taller than wide writes its token upwards
+MIN_VIEW_HEIGHT = 200               # the heatmap's plot; the heatmap fills the panel's first screen above it
 
 
 def format_probability(p: float) -> str:
@@ -60,6 +63,33 @@ class TokenCellText(CellText):
     def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
         rows = range(len(self.labels)) if rows is None else rows
         return {(r, c): self.labels[r][c] for r in rows for c in range(len(self.labels[r]))}
+
+    def paint(self, painter, option, *args) -> None:
+        """Each token cut to its cell's pixels (the number cells' 26 px floor left a 16-token lens bare at
+        1280 px); in a cell much taller than wide, turned to run up the cell."""
+        transform = painter.transform()  # data -> device
+        width, height = abs(transform.m11()), abs(transform.m22())
+        if min(width, height) < MIN_TOKEN_CELL_PX:
+            return
+        turned = height > TURN_RATIO * width
+        font = ui_font(7.5)
+        metrics = QFontMetricsF(font)
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(font)
+        for (r, c), label in self.texts().items():
+            centre = transform.map(QPointF(c + 0.5, r + 0.5))
+            upwards = turned and metrics.horizontalAdvance(label) > width - 4   # a CJK character stays upright
+            along, across = (height, width) if upwards else (width, height)
+            text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, along - 4)
+            painter.setPen(text_colour(self.values[r, c]))
+            painter.save()
+            painter.translate(centre)
+            if upwards:
+                painter.rotate(-90)
+            painter.drawText(QRectF(-along / 2, -across / 2, along, across), Qt.AlignmentFlag.AlignCenter, text)
+            painter.restore()
+        painter.restore()
 
 
 class LogitLensPanel(Panel):
@@ -84,7 +114,7 @@ class LogitLensPanel(Panel):
             f"Colour: probability of that stage's top token; label: the token. {STAGES_NOTE}")
         self.heatmap_title.setWordWrap(True)
         self.view = pg.GraphicsLayoutWidget()
-        self.view.setMinimumHeight(300)
+        self.view.setMinimumHeight(MIN_VIEW_HEIGHT)
         self.heatmap = Heatmap("position (the token read) →", "stage ↓")
         self.heatmap.setMouseEnabled(x=False, y=False)
         self.view.addItem(self.heatmap)
@@ -125,13 +155,28 @@ class LogitLensPanel(Panel):
         self.formation.setWordWrap(True)
         self.position_box = figure_frame(self.position_title, self.table, self.formation, stretch=1)
 
+        # The heatmap, its x labels included, fills the first screen of the page; the table is below it.
+        self.heatmap_holder = QWidget()
+        holder = QVBoxLayout(self.heatmap_holder)
+        holder.setContentsMargins(0, 0, 0, 0)
+        holder.addWidget(self.heatmap_box)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.heatmap_box, 1)
+        layout.addWidget(self.heatmap_holder, 1)
         layout.addLayout(controls)
         layout.addWidget(self.position_box)
-        return scrolling(page)
+        self.scroll = scrolling(page)
+        self.scroll.viewport().installEventFilter(self)
+        return self.scroll
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        """The page's first screen is the heatmap: the holder as tall as the scroll area's viewport (fixed:
+        the area sizes a page by its preferred height; the holder's, not the figure's own size: an export
+        lays the figure out at its page size)."""
+        if watched is self.scroll.viewport() and event.type() == QEvent.Type.Resize:
+            self.heatmap_holder.setFixedHeight(max(event.size().height(), MIN_VIEW_HEIGHT))
+        return False
 
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:

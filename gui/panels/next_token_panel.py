@@ -98,6 +98,7 @@ class NextTokenPanel(Panel):
         box.addWidget(self.legend)
         self.effect, self._full = InterventionEffectView(self.figure_box), None  # before/after, while intervened
         box.addWidget(self.effect, 1)
+        self.effect.hide()   # shown while intervened (_show_effect); shown before the first draw it grew the window
 
     def _build_controls(self) -> QGridLayout:
         self.temperature = QDoubleSpinBox(self)

@@ -19,6 +19,7 @@ from core.occlusion import REMOVE, Occlusion, occlude
 from core.raw_export import csv_text
 from gui import plotting
 from gui.experiment_job import ExperimentJob
+from gui.figure_frame import scrolling
 from gui.panels.base import Figure, Panel
 from gui.token_strip import ColourScale, TokenStrip
 
@@ -61,7 +62,7 @@ class OcclusionPanel(Panel):
         note = QLabel(ROLLOUT_NOTE)
         note.setWordWrap(True)
         layout.addWidget(note)
-        self.set_content(page)
+        self.set_content(scrolling(page))   # its strips grow with the sentence: the page scrolls, the dock keeps its size
 
     def _build_inputs(self) -> QHBoxLayout:
         row = QHBoxLayout()

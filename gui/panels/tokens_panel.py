@@ -165,20 +165,21 @@ class TokensPanel(Panel):
         chips_layout.addWidget(scrolled(self.chips), 1)
         chips_layout.addWidget(legend)
 
-        self.splitter = QSplitter(Qt.Orientation.Vertical)
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)   # docked along the top; resizeEvent decides
         self.splitter.addWidget(chips_box)
         self.splitter.addWidget(self._build_replay())
-        self.splitter.setSizes([1000, 1000])  # proportions: chips and replay share the room
+        self.splitter.setSizes([1300, 700])  # proportions (side by side; resizeEvent sets them again)
         return self.splitter
 
     def resizeEvent(self, event) -> None:  # noqa: N802
         """Wide and short (docked along the top): chips beside the replay; otherwise above it."""
         super().resizeEvent(event)
-        wide = event.size().width() > 2.2 * event.size().height()
+        wide = event.size().width() > 1.6 * event.size().height()   # (2.2 went tall in a new window's first layout)
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
         if self.splitter.orientation() != orientation:
             self.splitter.setOrientation(orientation)
-            self.splitter.setSizes([1000, 1000])
+            # side by side the chips get more: their summary and legend then take a line each, not two
+            self.splitter.setSizes([1300, 700] if wide else [1000, 1000])
 
     def _build_replay(self) -> QWidget:
         title = QLabel("Merge replay")

@@ -1,0 +1,56 @@
+"""Ctrl+E offers the figure of the panel the user last worked in: a click in the attention heatmap makes it
+Attention, even though the click's selection redraws the Tokens panel (and every other) too."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QDialog
+
+from tests.gui.qt_helpers import type_text
+
+
+def offered_figure(window, monkeypatch) -> str:
+    """The label the Export figure dialog opens on when Ctrl+E is pressed (the dialog is not shown)."""
+    import gui.export_dialog
+
+    offered = []
+
+    class Recorder:
+        def __init__(self, figures, current, folder, parent=None):
+            offered.append(figures[current][0])
+
+        def exec(self):
+            return QDialog.DialogCode.Rejected
+
+    monkeypatch.setattr(gui.export_dialog, "ExportFigureDialog", Recorder)
+    action = next(a for a in window.findChildren(type(window.menuBar().actions()[0]))
+                  if a.shortcut() == QKeySequence("Ctrl+E"))
+    action.trigger()
+    assert offered, "Ctrl+E opened no dialog"
+    return offered[0]
+
+
+def click_heatmap_cell(qtbot, panel, query: int, key: int) -> None:
+    point = panel.matrix_view.mapFromScene(panel.matrix.cell_centre(query, key))
+    qtbot.mouseClick(panel.matrix_view.viewport(), Qt.MouseButton.LeftButton, pos=point)
+
+
+def test_ctrl_e_offers_the_attention_heatmap_after_a_click_in_it(qtbot, make_window, monkeypatch):
+    window = make_window()
+    type_text(qtbot, window, "The cat sat on the mat.")
+    window.sentence_bar.setFocus()
+    attention = window.panel("attention")
+    click_heatmap_cell(qtbot, attention, 4, 2)
+    qtbot.waitUntil(lambda: window.controller.selection.query == 4)
+    window.flush_redraws()
+    qtbot.wait(50)   # the redraws the selection posted, and any focus change they make
+    assert offered_figure(window, monkeypatch).startswith(attention.title + " — ")
+
+
+def test_ctrl_e_follows_the_tab_the_user_brings_up(qtbot, make_window, monkeypatch):
+    window = make_window()
+    type_text(qtbot, window, "The cat sat on the mat.")
+    click_heatmap_cell(qtbot, window.panel("attention"), 3, 1)
+    window.docks["positions"].raise_()
+    qtbot.waitUntil(lambda: window.on_screen(window.panel("positions")))
+    assert offered_figure(window, monkeypatch).startswith(window.panel("positions").title + " — ")

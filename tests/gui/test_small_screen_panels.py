@@ -1,0 +1,74 @@
+"""Panels at the default layout of a 1280×800 screen: nothing they write is cut."""
+from __future__ import annotations
+
+from PySide6.QtCore import QSize
+
+from tests.gui.qt_helpers import type_text
+
+SMALL_SCREEN = QSize(1152, 752)   # the first window on a 1280×800 screen (gui.main_window.first_window_size)
+CHINESE = "我喜欢学习机器学习。"
+
+
+def shown_at_small_screen(qtbot, make_window, name: str):
+    window = make_window()
+    window.resize(SMALL_SCREEN)
+    window.place_default_layout()
+    window.docks[name].raise_()
+    type_text(qtbot, window, CHINESE)
+    qtbot.waitUntil(lambda: window.on_screen(window.panel(name)))
+    window.flush_redraws()
+    qtbot.wait(50)
+    return window, window.panel(name)
+
+
+def test_head_roles_column_titles_are_whole(qtbot, make_window):
+    _, panel = shown_at_small_screen(qtbot, make_window, "head_roles")
+    header = panel.table.horizontalHeader()
+    metrics = header.fontMetrics()
+    assert header.width() >= header.length(), "the columns scroll out of the table"
+    for column in range(panel.table.columnCount()):
+        title = panel.table.horizontalHeaderItem(column).text()
+        widest = max(metrics.horizontalAdvance(line) for line in title.split("\n"))
+        assert header.sectionSize(column) >= widest + 6, f"the column title {title!r} is cut"
+
+
+def cells_with_labels_differ(panel) -> int:
+    """How many pixels of the lens heatmap the cell labels change (drawn, then hidden)."""
+    import numpy as np
+
+    def pixels():
+        image = panel.view.grab().toImage().convertToFormat(panel.view.grab().toImage().Format.Format_RGB32)
+        return np.frombuffer(image.constBits(), np.uint32, count=image.width() * image.height()).copy()
+
+    shown = pixels()
+    panel.cell_labels.setVisible(False)
+    hidden = pixels()
+    panel.cell_labels.setVisible(True)
+    return int((shown != hidden).sum())
+
+
+def test_logit_lens_names_the_token_in_narrow_cells_and_shows_the_whole_heatmap(qtbot, show, analysed):
+    from gui.panels.logit_lens_panel import LogitLensPanel
+
+    panel = show(LogitLensPanel(), 520, 420)
+    panel.set_trace(analysed("The cat sat on the mat because it was tired."))
+    qtbot.wait(50)
+    centre = panel.heatmap.cell_centre
+    cell_px = panel.view.mapFromScene(centre(0, 1)).x() - panel.view.mapFromScene(centre(0, 0)).x()
+    assert 14 <= cell_px < 26, f"cells of {cell_px} px: the case where the numbers' 26 px floor drew nothing"
+    assert cells_with_labels_differ(panel) > 200
+    bottom = panel.view.mapTo(panel.scroll.viewport(), panel.view.rect().bottomLeft()).y()
+    assert bottom <= panel.scroll.viewport().height(), "the heatmap's x labels are below the first screen"
+
+
+def test_the_head_view_caption_of_hidden_lines_is_whole_in_a_narrow_view(qtbot):
+    from PySide6.QtGui import QFontMetricsF
+
+    from gui.fonts import ui_font
+    from gui.head_lines import left_out_note
+
+    metrics = QFontMetricsF(ui_font())
+    narrow = left_out_note(30896, 0.027, metrics, 220)
+    assert narrow == "30,896 lines < 0.027 hidden" and metrics.horizontalAdvance(narrow) <= 220
+    wide = left_out_note(30896, 0.027, metrics, 2000)
+    assert wide.startswith(narrow) and "hover a token" in wide
