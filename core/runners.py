@@ -8,6 +8,7 @@ Interventions are arguments of a run, never edits of an old Trace:
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from dataclasses import replace
@@ -24,6 +25,8 @@ from core.parity import field_difference, first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
+M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter (malloc.h)
+MAPPED_BLOCK_BYTES = 1 << 20  # blocks this large and larger are mapped on their own and unmapped when freed
 
 
 class Runner(Protocol):
@@ -143,6 +146,8 @@ class OnnxRunner:
         # A bundle with mapped weights is a real model: every session holds its own packed copy of the
         # weights, so only one session (the full graph or one pruned graph) is alive at a time.
         self._one_session = (bundle.path / DATA_FILE).is_file()
+        if self._one_session:
+            return_freed_blocks()
         self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
         self._session = None if self._one_session else self._new_session(bundle.model_bytes)
         self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
@@ -245,6 +250,20 @@ class OnnxRunner:
                 self._session = self._sweep = None
             self._partial[key] = self._new_session(prune_outputs(self.bundle.model_bytes, names))
         return self._partial[key]
+
+
+def return_freed_blocks() -> None:
+    """Make glibc hand freed activations back to the system (a no-op elsewhere; process-wide, idempotent).
+
+    glibc raises its mmap threshold to the largest block freed (up to 32 MB), then serves blocks below it
+    from its heap, which fragments and seldom shrinks: a 1024-token run of the 0.5B shape frees hundreds
+    of 4-20 MB activations, and its peak RSS was 3.4 GB where the session, the mapped embedding and the
+    run's live arrays add up to 2.3 GB. A fixed threshold keeps every block of a MB or more mapped."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc (macOS, Windows, musl)
+    libc.mallopt(M_MMAP_THRESHOLD, MAPPED_BLOCK_BYTES)
 
 
 def session_options(bundle: Bundle, threads: int | None, prepack: bool = True):
