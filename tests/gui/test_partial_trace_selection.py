@@ -67,3 +67,29 @@ def test_an_earlier_query_fetches_the_logits_the_next_token_panel_shows(qtbot, b
     assert np.allclose(c.trace.logits_at(3), full.logits[3], rtol=1e-5, atol=1e-6)
     assert next_token.position == 3 and not next_token.showing_empty_state()
     assert int(next_token.candidates.ids[0]) == int(np.argmax(full.logits[3]))
+
+
+def _drawn(qtbot, panel) -> None:
+    """Wait until the panel draws (the lens computes on a worker of its own), not its empty state, and
+    its deferred touches (the lens's cell labels, fitted after the layout) are done."""
+    def drawn() -> bool:
+        panel.flush()
+        return not panel.showing_empty_state()
+    qtbot.waitUntil(drawn, timeout=WAIT_MS)
+    qtbot.wait(500)
+
+
+@pytest.mark.parametrize("name", ["logit_lens", "attribution", "positions", "step", "moe"])
+def test_a_panel_brought_up_draws_the_same_from_its_request_as_from_the_full_trace(qtbot, big_window, name):
+    type_text(qtbot, big_window, TEXT)
+    c = big_window.controller
+    big_window.docks[name].raise_()
+    panel = big_window.panel(name)
+    _settle(qtbot, big_window, panel.fields)
+    assert c.trace.fields is not None and not trace_holds(c.trace, None)
+    _drawn(qtbot, panel)
+    partial = panel.grab().toImage()
+    c.fetch_fields(None)
+    qtbot.waitUntil(lambda: c.trace.fields is None and settled(big_window, TEXT), timeout=WAIT_MS)
+    _drawn(qtbot, panel)
+    assert panel.grab().toImage() == partial
