@@ -79,7 +79,7 @@ def _drawn(qtbot, panel) -> None:
     qtbot.wait(500)
 
 
-@pytest.mark.parametrize("name", ["logit_lens", "attribution", "positions", "step", "moe"])
+@pytest.mark.parametrize("name", ["logit_lens", "attribution", "positions", "step", "moe", "interventions"])
 def test_a_panel_brought_up_draws_the_same_from_its_request_as_from_the_full_trace(qtbot, big_window, name):
     type_text(qtbot, big_window, TEXT)
     c = big_window.controller
@@ -93,3 +93,15 @@ def test_a_panel_brought_up_draws_the_same_from_its_request_as_from_the_full_tra
     qtbot.waitUntil(lambda: c.trace.fields is None and settled(big_window, TEXT), timeout=WAIT_MS)
     _drawn(qtbot, panel)
     assert panel.grab().toImage() == partial
+
+
+@pytest.mark.parametrize("name", ["patching", "head_roles"])
+def test_a_panel_that_reads_little_of_the_trace_draws_from_its_request(qtbot, big_window, name):
+    # their numbers come from runs of their own (patching) or from the probe too (head roles):
+    # what the trace gives them is the ids, and for head roles every layer's attention
+    type_text(qtbot, big_window, TEXT)
+    big_window.docks[name].raise_()
+    panel = big_window.panel(name)
+    _settle(qtbot, big_window, panel.fields)
+    assert big_window.controller.trace.fields is not None
+    _drawn(qtbot, panel)
