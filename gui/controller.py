@@ -504,6 +504,7 @@ class Controller(QObject):
             self._show(result.trace, result.parity, result.reference)
             if on_done is not None:
                 on_done()
+            self._fetch_for_panels()   # the selection may have moved on while this ran (a second layer clicked)
 
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
                                   interventions=self.interventions, fields=fields),
@@ -518,6 +519,7 @@ class Controller(QObject):
         self._show(result.trace if result else None, result.parity if result else None,
                    result.reference if result else None)
         self._apply_awaiting()
+        self._fetch_for_panels()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
         previous, self.trace, self.parity = self.trace, trace, parity

@@ -38,7 +38,6 @@ def run_occlusion(runner, ids, position: int, target: str, baseline: str) -> Occ
 class OcclusionPanel(Panel):
     title = "Occlusion"
     object_name = "occlusion"
-    fields = ()   # its numbers come from its own runs; of the trace only the ids
     empty_text = "Type a sentence: occlusion shows which earlier tokens the selected prediction depends on."
 
     def __init__(self, parent: QWidget | None = None) -> None:

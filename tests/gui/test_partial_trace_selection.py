@@ -105,3 +105,14 @@ def test_a_panel_that_reads_little_of_the_trace_draws_from_its_request(qtbot, bi
     _settle(qtbot, big_window, panel.fields)
     assert big_window.controller.trace.fields is not None
     _drawn(qtbot, panel)
+
+
+def test_layers_clicked_faster_than_runs_end_with_the_last_ones_attention(qtbot, big_window):
+    type_text(qtbot, big_window, TEXT)
+    c, attention = big_window.controller, big_window.panel("attention")
+    c.select({"layer": 1})
+    c.select({"layer": 0})   # before the run for layer 1 is back: that run's trace is not the one to keep
+    c.select({"layer": 1})
+    _settle(qtbot, big_window, attention.fields)
+    _drawn(qtbot, attention)
+    assert c.trace.layers[1].attn is not None and attention.shown[0] == 1
