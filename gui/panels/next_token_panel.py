@@ -203,7 +203,7 @@ class NextTokenPanel(Panel):
         self.effect.setVisible(bool(interventions_text(self.trace)))
         if self.effect.isVisibleTo(self.figure_box) and (self._full is None or self._full[0] is not self.trace):
             self._full = (self.trace, None)
-            self.sigRequestVariant.emit("full", {"interventions": None, "fields": self.fields})
+            self.sigRequestVariant.emit("full", {"interventions": None, "fields": ("logits",)})   # any position
         elif self._full is not None and self._full[1] is not None:
             self.set_variant("full", self._full[1])
 
