@@ -9,8 +9,9 @@ directly, a byte-level tokenizer.json with exactly vocab_size tokens), imports i
   load_s                           load_bundle (the gate, with its dry run through both runners)
   forward_onnx_ms.64, rss_mb.64    ONNX forward with the full trace at 64 tokens (median): what the
                                    app's panels read today
-  forward_onnx_ms.64_panels        ONNX forward at 64 tokens keeping what the panels show at once:
-                                   every layer's residual stream, one layer's attention, the last logits
+  forward_onnx_ms.64_panels        ONNX forward at 64 tokens keeping what the default layout's panels
+                                   ask for: the selected layer's attn and scores, every layer's
+                                   thumbnails and tops (core.attention_summary), the last logits
   forward_onnx_ms.1024_panels,     the same at 1024 tokens (past Bundle.context, which is sized for
   rss_mb.1024_panels               a full trace: a partial run may go further)
   forward_numpy_ms.64              the NumPy reference at 64 tokens, full trace (median)
@@ -43,6 +44,8 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from core.attention_view import attention_fields  # noqa: E402
+
 SHAPES = {
     "smollm2-135m": dict(architectures=["LlamaForCausalLM"], model_type="llama", num_hidden_layers=30, hidden_size=576,
                          num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536, vocab_size=49152,
@@ -54,7 +57,7 @@ SHAPES = {
                          max_position_embeddings=32768, hidden_act="silu", use_sliding_window=False,
                          sliding_window=32768),
 }
-PANEL_FIELDS = ["resid_post", "layers.0.attn", "logits.last"]
+PANEL_FIELDS = [*attention_fields(0), "logits.last"]   # Tokens, Attention (layer 0 selected), Next token
 
 
 def write_safetensors_bf16(path: Path, shapes: dict[str, tuple[int, ...]], seed: int) -> None:

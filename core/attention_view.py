@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from core.attention_summary import summaries
+from core.head_roles import ROLE_NAMES, HeadRoles, role_evidence, sentence_roles
 from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 
@@ -45,7 +47,33 @@ def head_maxima(trace: Trace) -> np.ndarray:  # -> [L, H]
     """The largest weight of each head, leaving out query 0 (always exactly 1)."""
     if trace.n_tokens < 2:
         return np.ones((trace.num_layers, trace.num_heads))
-    return np.stack([np.maximum(layer.attn[:, 1:, :].max(axis=(1, 2)), 1e-6) for layer in trace.layers])
+    return np.stack([np.maximum(_summary(layer, "attn_top"), 1e-6) for layer in trace.layers])
+
+
+def thumbnails(trace: Trace) -> np.ndarray:  # -> [L, H, P, P]
+    """Every head as the grid draws it (core.attention_summary: max-pooled to at most THUMB_CELLS a side)."""
+    return np.stack([_summary(layer, "attn_thumb") for layer in trace.layers])
+
+
+def _summary(layer, name: str) -> np.ndarray:
+    """A layer's attention summary: what a partial run computed, or the same from a full trace's attn."""
+    held = getattr(layer, name)
+    return held if held is not None else summaries(layer.attn)[name]
+
+
+def sentence_roles_held(trace: Trace) -> HeadRoles:
+    """Every head's role scores on the sentence (core.head_roles); unknown (NaN) where the trace does not
+    hold every layer's attention (a big model's partial run: the badges then come from the probe)."""
+    if all(layer.attn is not None for layer in trace.layers):
+        return sentence_roles(trace)
+    return HeadRoles(np.full((trace.num_layers, trace.num_heads, len(ROLE_NAMES)), np.nan),
+                     role_evidence(trace.input_ids))
+
+
+def attention_fields(layer: int) -> tuple[str, ...]:
+    """What the Attention panel draws: the selected layer's attn and scores (matrix, lines, hover), and
+    every layer's summaries (the grid), so a big model's run keeps one [H, T, T] pair, not L of them."""
+    return (f"layers.{layer}.attn", f"layers.{layer}.scores", "attn_thumb", "attn_top")
 
 
 @dataclass(frozen=True)

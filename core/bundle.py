@@ -40,6 +40,7 @@ from core.config import ModelConfig
 from core.model import weight_shapes
 from core.onnx_export import CONFIG_KEY, build_model, read_weights, release_pages
 from core.tokenizer import BPETokenizer
+from core.attention_summary import SUMMARY_FIELDS, thumb_size
 from core.trace import LAYER_FIELDS, MODEL_FIELDS, output_names
 
 MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, CARD_FILE = "model.onnx", "tokenizer.json", "config.json", "MODEL_CARD.md"
@@ -171,10 +172,11 @@ MIN_CONTEXT = 16  # a model the app cannot analyse this many tokens of at once i
 def trace_bytes(config: ModelConfig, n_tokens: int, names: list[str] | None = None, last_only: bool = False) -> int:
     """Bytes of one Trace of n_tokens tokens: every field, or only the output names given (a partial run;
     last_only: one row of logits)."""
-    sym = dict(T=n_tokens, D=config.hidden_size, H=config.num_attention_heads,
-               Dh=config.head_dim, E=config.num_local_experts, K=config.num_experts_per_tok, V=config.vocab_size)
+    sym = dict(T=n_tokens, D=config.hidden_size, H=config.num_attention_heads, Dh=config.head_dim,
+               E=config.num_local_experts, K=config.num_experts_per_tok, V=config.vocab_size, P=thumb_size(n_tokens))
     specs = {name: (spec, t) for name, spec, t in MODEL_FIELDS}
-    specs.update({f"layers.{l}.{name}": (spec, t) for l in range(config.num_hidden_layers) for name, spec, t in LAYER_FIELDS})
+    specs.update({f"layers.{l}.{name}": (spec, t) for l in range(config.num_hidden_layers)
+                  for name, spec, t in LAYER_FIELDS + SUMMARY_FIELDS})
     total = 0
     for name in specs if names is None else names:
         spec, dtype = specs[name]

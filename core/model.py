@@ -14,6 +14,7 @@ from typing import Mapping
 
 import numpy as np
 
+from core.attention_summary import SUMMARY_FIELDS, summaries
 from core.config import ModelConfig
 from core.interventions import Interventions
 
@@ -263,7 +264,8 @@ def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray
     `interventions` (core.interventions) carries those two and every other intervention in one value.
 
     keep (a set of output names, e.g. "layers.3.attn") drops every other layer part as soon as the
-    next layer no longer needs it, so a large model need not hold every layer's T x T attention."""
+    next layer no longer needs it, so a large model need not hold every layer's T x T attention; it may
+    name a layer's attention summaries (core.attention_summary), computed before its attn is dropped."""
     if interventions is None:
         interventions = Interventions(head_mask=head_mask, expert_override=expert_override)
     iv = interventions.filled(cfg, len(ids))
@@ -273,6 +275,8 @@ def forward(ids: np.ndarray, w: Weights, cfg: ModelConfig, head_mask: np.ndarray
     for l in range(cfg.num_hidden_layers):
         layer = block(h, w, l, cfg, iv.head_mask[l], iv.expert_override[l], iv)
         h = layer["resid_post"]
+        if keep is not None and any(f"layers.{l}.{name}" in keep for name, _, _ in SUMMARY_FIELDS):
+            layer.update(summaries(layer["attn"]))
         layers.append(layer if keep is None else {k: v for k, v in layer.items() if f"layers.{l}.{k}" in keep})
     final_norm = rms_norm(h, w["model.norm.weight"], cfg.rms_norm_eps)
     return dict(embed=embed, layers=layers, final_norm=final_norm,

@@ -29,7 +29,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
+from core.attention_summary import SUMMARY_FIELDS, THUMB_CELLS
 from core.config import ModelConfig
+from core.interventions import PATCHES
 from core.model import rope_inv_freq, weight_shapes
 from core.trace import LAYER_FIELDS, MODEL_FIELDS
 
@@ -46,22 +48,23 @@ class _Graph:
     one too ([N, S, T] ...): the sweep graph (build_sweep_model) runs N interventions at once.
     """
 
-    def __init__(self, batched: bool = False) -> None:
+    def __init__(self, batched: bool = False, prefix: str = "") -> None:
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
         self.batched = batched
+        self.prefix = prefix   # for nodes added to a graph built before, whose names they must not take
         self._count = 0
 
     def op(self, op_type: str, *inputs: str, outputs: int = 1, name: str | None = None, **attrs):
         self._count += 1
-        outs = [name or f"{op_type.lower()}_{self._count}"] if outputs == 1 else \
-            [f"{op_type.lower()}_{self._count}_{i}" for i in range(outputs)]
+        stem = f"{self.prefix}{op_type.lower()}_{self._count}"
+        outs = [name or stem] if outputs == 1 else [f"{stem}_{i}" for i in range(outputs)]
         self.nodes.append(helper.make_node(op_type, list(inputs), outs, **attrs))
         return outs[0] if outputs == 1 else outs
 
     def const(self, value: np.ndarray, name: str | None = None) -> str:
         self._count += 1
-        name = name or f"const_{self._count}"
+        name = name or f"{self.prefix}const_{self._count}"
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
 
@@ -413,6 +416,125 @@ def release_pages(weights: Mapping[str, np.ndarray]) -> None:
     read maps them again from the page cache; arrays held in memory are untouched."""
     for mapping in {id(w._mmap): w._mmap for w in weights.values() if getattr(w, "_mmap", None) is not None}.values():
         mapping.madvise(mmap.MADV_DONTNEED)
+
+
+def with_attention_summaries(model_bytes: bytes, num_layers: int) -> bytes:
+    """The bundle's graph plus each layer's attention summaries as outputs (layers.{l}.attn_thumb [1, H, P, P],
+    layers.{l}.attn_top [1, H]; core.attention_summary has their rules): a partial run that asks for them
+    and not for attn keeps no [H, T, T]. Built at load from any bundle's graph, old exports included."""
+    model = onnx.load_from_string(model_bytes)
+    g = _Graph(prefix="summary_")
+    outputs, follow = [], {}
+    for l in range(num_layers):
+        start = len(g.nodes)
+        attn = g.op("Squeeze", f"layers.{l}.attn", g.i64(0))   # [H, T, T]
+        for name, value in _summary_ops(g, attn).items():
+            g.op("Unsqueeze", value, g.i64(0), name=f"layers.{l}.{name}")
+            dims = [1, "H"] + ([f"P{l}", f"P{l}"] if name == "attn_thumb" else [])
+            outputs.append(helper.make_tensor_value_info(f"layers.{l}.{name}", TensorProto.FLOAT, dims))
+        follow[f"layers.{l}.attn"] = g.nodes[start:]
+    _insert_after(model.graph, follow)
+    model.graph.initializer.extend(g.initializers)
+    model.graph.output.extend(outputs)
+    return model.SerializeToString()
+
+
+def _insert_after(graph: onnx.GraphProto, follow: dict[str, list[onnx.NodeProto]]) -> None:
+    """Put each list of new nodes right after the node making the value it is keyed by: with its
+    priority-based order (core.runners.session_options) onnxruntime runs nodes in the graph's order where
+    it may, and nodes appended at the end would keep every layer's value alive until then."""
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        for out in node.output:
+            nodes.extend(follow.get(out, ()))
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def _summary_ops(g: _Graph, attn: str) -> dict[str, str]:  # [H, T, T] -> {attn_thumb [H, P, P], attn_top [H]}
+    n = g.op("Shape", attn, start=2)                                     # [1] = T
+    cells = g.i64(THUMB_CELLS)
+    stride = g.op("Div", g.op("Add", n, g.i64(THUMB_CELLS - 1)), cells)  # s = ceil(T / THUMB_CELLS)
+    size = g.op("Div", g.op("Sub", g.op("Add", n, stride), g.i64(1)), stride)   # P = ceil(T / s)
+    pad = g.op("Sub", g.op("Mul", size, stride), n)
+    pads = g.op("Concat", g.i64(0, 0, 0, 0), pad, pad, axis=0)         # after the last query and key
+    padded = g.op("Pad", attn, pads)
+    blocks = g.op("Reshape", padded, g.op("Concat", g.i64(0), size, stride, size, stride, axis=0))
+    thumb = g.op("ReduceMax", blocks, axes=[2, 4], keepdims=0)
+    later = g.op("Cast", g.op("Greater", g.op("Range", g.const(np.array(0, np.int64)), g.op("Squeeze", n, g.i64(0)),
+                                               g.const(np.array(1, np.int64))), g.const(np.array(0, np.int64))),
+                 to=TensorProto.FLOAT)                                   # [T]: 0 for query 0, 1 after
+    top = g.op("ReduceMax", g.op("Mul", attn, g.op("Unsqueeze", later, g.i64(1))), axes=[1, 2], keepdims=0)
+    return {"attn_thumb": thumb, "attn_top": top}
+
+
+GATES_INPUT = "output_gates"   # int64 [L, F]: 1 lets layers.{l}.{GATED_FIELDS[f]} out of a run, 0 leaves it empty
+GATED_FIELDS: tuple[str, ...] = tuple(name for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS)
+
+
+def gated_outputs(model_bytes: bytes, num_layers: int) -> bytes:
+    """The graph with every per-layer output behind a gate: layers.{l}.{field} is [0, ...] (nothing) in a
+    run whose GATES_INPUT is 0 there, so one session serves every request (the layer a panel selects
+    changes a feed, not the session) and onnxruntime holds none of the [H, T, T] nobody asked for. The
+    gates default to 1: a caller that does not feed them gets every output."""
+    model = onnx.load_from_string(model_bytes)
+    present = {o.name for o in model.graph.output}
+    g = _Graph(prefix="gate_")
+    renamed, follow = {}, {}
+    flat = g.op("Reshape", GATES_INPUT, g.i64(-1))
+    first = list(g.nodes)
+    for l in range(num_layers):
+        for f, field in enumerate(GATED_FIELDS):
+            name = f"layers.{l}.{field}"
+            if name in present:
+                start = len(g.nodes)
+                renamed[name] = f"{name}.ungated"
+                count = g.op("Reshape", g.op("Gather", flat, g.i64(l * len(GATED_FIELDS) + f)), g.i64(1))
+                g.op("Slice", renamed[name], g.i64(0), count, g.i64(0), name=name)   # the leading batch axis: 1 or 0
+                follow[renamed[name]] = g.nodes[start:]
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(i, i) for i in node.input]
+        node.output[:] = [renamed.get(o, o) for o in node.output]
+    _insert_after(model.graph, follow)
+    model.graph.node.insert(0, first[0])
+    model.graph.initializer.extend(g.initializers)
+    model.graph.initializer.append(numpy_helper.from_array(np.ones((num_layers, len(GATED_FIELDS)), np.int64),
+                                                           GATES_INPUT))
+    model.graph.input.append(helper.make_tensor_value_info(GATES_INPUT, TensorProto.INT64,
+                                                           [num_layers, len(GATED_FIELDS)]))
+    for output in model.graph.output:   # an output that is empty when gated: its batch axis is 1 or 0
+        if output.name in renamed:
+            output.type.tensor_type.shape.dim[0].dim_param = "gate"
+    return model.SerializeToString()
+
+
+def patches_as_plain_inputs(model_bytes: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
+    """The graph without the patch inputs' defaults (initializers that are also inputs), and those defaults,
+    each input's position axis its own: with its priority-based order onnxruntime reuses buffers between
+    values it takes to share a shape, and a patch of T positions fed beside another's default of 1 failed
+    its buffer check. A caller feeds the defaults where there is no patch."""
+    model = onnx.load_from_string(model_bytes)
+    names = {name for pair in PATCHES for name in pair}
+    defaults = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in names}
+    kept = [t for t in model.graph.initializer if t.name not in names]
+    del model.graph.initializer[:]
+    model.graph.initializer.extend(kept)
+    for declared in model.graph.input:   # one patch's positions need not be another's (a default has 1)
+        if declared.name in names:
+            for dim in declared.type.tensor_type.shape.dim:
+                if dim.dim_param:
+                    dim.dim_param = f"{declared.name}.{dim.dim_param}"
+    return model.SerializeToString(), defaults
+
+
+def output_gates(num_layers: int, names) -> np.ndarray:  # -> [L, F] int64, GATES_INPUT for these output names
+    gates = np.zeros((num_layers, len(GATED_FIELDS)), np.int64)
+    index = {f"layers.{l}.{field}": (l, f) for l in range(num_layers) for f, field in enumerate(GATED_FIELDS)}
+    for name in names:
+        if name in index:
+            gates[index[name]] = 1
+    return gates
 
 
 def prune_outputs(model_bytes: bytes, keep: list[str]) -> bytes:

@@ -8,6 +8,7 @@ Interventions are arguments of a run, never edits of an old Trace:
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from dataclasses import replace
@@ -17,13 +18,17 @@ import numpy as np
 
 from core import model as reference
 from core.bundle import DATA_FILE, Bundle, analysed_context
-from core.onnx_export import SWEEP_OUTPUT, build_sweep_model, prune_outputs
+from core.attention_summary import SUMMARY_FIELDS
+from core.onnx_export import (GATES_INPUT, SWEEP_OUTPUT, build_sweep_model, gated_outputs, output_gates,
+                               patches_as_plain_inputs, with_attention_summaries)
 from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import field_difference, first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
+M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter (malloc.h)
+MAPPED_BLOCK_BYTES = 1 << 20  # blocks this large and larger are mapped on their own and unmapped when freed
 
 
 class Runner(Protocol):
@@ -115,7 +120,8 @@ class NumpyRunner:
         elapsed = time.perf_counter() - start
         outputs = {"embed": result["embed"], "final_norm": result["final_norm"], "logits": result["logits"]}
         for l, layer in enumerate(result["layers"]):
-            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS if name in layer})
+            outputs.update({f"layers.{l}.{name}": layer[name] for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS
+                            if name in layer})
         if wanted is not None:
             outputs = {name: outputs[name] for name in wanted}
         return assemble_trace(self, ids, outputs, iv, elapsed, wanted, logits_from)
@@ -140,14 +146,24 @@ class OnnxRunner:
         slower to load); the bundle's dry run of 8 tokens is faster without."""
         self.bundle = bundle
         self._options = session_options(bundle, threads, prepack)
+        # The default order (a walk back from the outputs) runs the gates and summaries of the trace graph
+        # (core.onnx_export.gated_outputs) late, keeping every layer's [H, T, T] alive until then (135M shape,
+        # 512 tokens: +950 MB); this one runs nodes in the graph's order, each gate right after its output.
+        self._trace_options = session_options(bundle, threads, prepack)
+        self._trace_options.execution_order = _priority_order()
         # A bundle with mapped weights is a real model: every session holds its own packed copy of the
-        # weights, so only one session (the full graph or one pruned graph) is alive at a time.
+        # weights, so only one session (the trace graph or the sweep graph) is alive at a time.
         self._one_session = (bundle.path / DATA_FILE).is_file()
-        self._partial: dict[tuple[str, ...], object] = {}  # sessions of pruned graphs, newest last
-        self._session = None if self._one_session else self._new_session(bundle.model_bytes)
-        self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
+        if self._one_session:
+            return_freed_blocks()
         self._outputs = output_names(bundle.config.num_hidden_layers)
         self._inputs = _graph_inputs(bundle.model_bytes)
+        # One graph for every request: the bundle's, plus the attention summaries, every per-layer output gated
+        layers = bundle.config.num_hidden_layers
+        self._graph, self._patch_defaults = patches_as_plain_inputs(
+            gated_outputs(with_attention_summaries(bundle.model_bytes, layers), layers))
+        self._session = None if self._one_session else self._new_session(self._graph, self._trace_options)
+        self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
 
     def run(self, ids, *, head_mask=None, expert_override=None, interventions=None, fields=None) -> Trace:
         """fields: None for the whole trace, or the names to keep (see core.trace.select_outputs)."""
@@ -160,7 +176,9 @@ class OnnxRunner:
         if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
             feeds["logits_from"] = np.array(logits_from, np.int64)
         names = self._outputs if wanted is None else wanted
-        session = self._full_session() if wanted is None else self._partial_session(names)
+        feeds[GATES_INPUT] = output_gates(cfg.num_hidden_layers, names)
+        session = self._full_session()
+        feeds = {**self._patch_defaults, **feeds}
         start = time.perf_counter()
         values = session.run(names, feeds)
         elapsed = time.perf_counter() - start
@@ -172,7 +190,9 @@ class OnnxRunner:
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
         ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
-        return self._full_session().run(["logits"], self._feeds(ids, iv))[0][0]
+        feeds = {**self._patch_defaults, **self._feeds(ids, iv),
+                 GATES_INPUT: output_gates(self.bundle.config.num_hidden_layers, [])}
+        return self._full_session().run(["logits"], feeds)[0][0]
 
     def run_patch_batch(self, ids, interventions: Interventions, patch: str,
                         masks: np.ndarray) -> np.ndarray:  # [T], [N, *mask] -> [N, V]
@@ -211,40 +231,46 @@ class OnnxRunner:
                              "export the bundle again with this version of Glassbox")
         return feeds
 
-    def _new_session(self, model_bytes: bytes):
+    def _new_session(self, model_bytes: bytes, options=None):
         import onnxruntime as ort  # heavy: only when an ONNX runner runs
 
         # GatherSliceToSplitFusion sizes its outputs from an intervention input's default (a position axis
         # of 1), and a patch fed with T positions then fails ORT's buffer check; the graph runs as fast without it.
-        return ort.InferenceSession(model_bytes, self._options, providers=["CPUExecutionProvider"],
+        return ort.InferenceSession(model_bytes, options or self._options, providers=["CPUExecutionProvider"],
                                     disabled_optimizers=["GatherSliceToSplitFusion"])
 
     def _full_session(self):
         if self._session is None:
-            self._partial.clear()
             self._sweep = None
-            self._session = self._new_session(self.bundle.model_bytes)
+            self._session = self._new_session(self._graph, self._trace_options)
         return self._session
 
     def _sweep_session(self):
         if self._sweep is None:
             if self._one_session:
                 self._session = None
-                self._partial.clear()
             self._sweep = self._new_session(build_sweep_model(self.bundle.config, self.bundle.model_bytes))
         return self._sweep
 
-    def _partial_session(self, names: list[str]):
-        # onnxruntime keeps every graph output alive through a run, fetched or not: a partial run
-        # needs a graph that only has the outputs asked for. Two such sessions are kept (one for a real model).
-        key = tuple(names)
-        if key not in self._partial:
-            while self._partial and (self._one_session or len(self._partial) >= 2):
-                self._partial.pop(next(iter(self._partial)))
-            if self._one_session:
-                self._session = self._sweep = None
-            self._partial[key] = self._new_session(prune_outputs(self.bundle.model_bytes, names))
-        return self._partial[key]
+
+def _priority_order():
+    import onnxruntime as ort
+
+    return ort.ExecutionOrder.PRIORITY_BASED
+
+
+def return_freed_blocks() -> None:
+    """Make glibc hand freed activations back to the system (a no-op elsewhere; process-wide, idempotent).
+
+    glibc raises its mmap threshold to the largest block freed (up to 32 MB), then serves blocks below it
+    from its heap, which fragments and seldom shrinks: a 1024-token run of the 0.5B shape frees hundreds
+    of 4-20 MB activations, and its peak RSS was 3.4 GB where the session, the mapped embedding and the
+    run's live arrays add up to 2.3 GB. A fixed threshold keeps every block of a MB or more mapped."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return  # not glibc (macOS, Windows, musl)
+    libc.mallopt(M_MMAP_THRESHOLD, MAPPED_BLOCK_BYTES)
 
 
 def session_options(bundle: Bundle, threads: int | None, prepack: bool = True):

@@ -13,7 +13,9 @@ are after the per-head q/k RMSNorm where the model has one (Qwen3), before RoPE.
 A partial trace (``Runner.run(ids, fields=...)``, for models too large to keep everything) holds
 only the requested outputs; the others are None and ``fields`` names what is there. The name
 "logits.last" asks for the last position's logits alone: ``logits`` is then [1, V] and
-``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r).
+``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r). A partial run may also ask
+for the attention grid's summaries of a layer (core.attention_summary: ``attn_thumb``, ``attn_top``)
+instead of its [H, T, T] ``attn``; a full trace has none (they are computed from ``attn``).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from core.attention_summary import SUMMARY_FIELDS, thumb_size
 from core.config import ModelConfig
 
 # (field, shape in symbols, dtype) — the contract every runner meets, in ONNX output order.
@@ -73,8 +76,8 @@ LAST_LOGITS = "logits.last"
 def select_outputs(num_layers: int, fields) -> tuple[list[str], bool]:
     """Output names for a field request (names as in output_names, or a layer field for every layer,
     or "logits.last"); also whether only the last position's logits are wanted. ValueError if unknown."""
-    every = output_names(num_layers)
-    per_layer = {name for name, _, _ in LAYER_FIELDS}
+    every = output_names(num_layers) + summary_names(num_layers)
+    per_layer = {name for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS}
     chosen: set[str] = set()
     last_only = False
     for name in fields:
@@ -99,6 +102,11 @@ def output_names(num_layers: int) -> list[str]:
     return names + ["final_norm", "logits"]
 
 
+def summary_names(num_layers: int) -> list[str]:
+    """The attention summaries a partial run may ask for (not outputs of the bundle's graph, nor in trace.npz)."""
+    return [f"layers.{l}.{name}" for l in range(num_layers) for name, _, _ in SUMMARY_FIELDS]
+
+
 @dataclass(frozen=True)
 class LayerTrace:
     attn_in: np.ndarray
@@ -119,6 +127,8 @@ class LayerTrace:
     expert_weights: np.ndarray
     moe_out: np.ndarray
     resid_post: np.ndarray
+    attn_thumb: np.ndarray | None = None   # [H, P, P] core.attention_summary, in partial traces that asked
+    attn_top: np.ndarray | None = None     # [H]
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -182,8 +192,15 @@ class Trace:
         token_id = int(token_id)
         return self.vocab_labels[token_id] if 0 <= token_id < len(self.vocab_labels) else f"#{token_id}"
 
+    def logits_at(self, position: int) -> np.ndarray:  # -> [V]
+        """The logits at a position (negative: from the end), whichever rows this trace holds."""
+        position = position % self.n_tokens
+        if self.logits is None or position < self.logits_from:
+            raise KeyError(f"this partial trace holds no logits at position {position}")
+        return self.logits[position - self.logits_from]
+
     def next_token_probs(self, position: int = -1, temperature: float = 1.0) -> np.ndarray:  # -> [V]
-        z = self.logits[position].astype(np.float64) / max(temperature, 1e-6)
+        z = self.logits_at(position).astype(np.float64) / max(temperature, 1e-6)
         z = np.exp(z - z.max())
         return z / z.sum()
 
@@ -196,7 +213,7 @@ class Trace:
     def _symbols(self) -> dict[str, int]:
         c = self.config
         return dict(T=self.n_tokens, D=c.hidden_size, H=c.num_attention_heads, Dh=c.head_dim,
-                    E=c.num_local_experts, K=c.num_experts_per_tok, V=c.vocab_size)
+                    E=c.num_local_experts, K=c.num_experts_per_tok, V=c.vocab_size, P=thumb_size(self.n_tokens))
 
     def validate(self) -> "Trace":
         """Check every array's shape and dtype against the config; raise TraceError naming the first bad one."""
@@ -211,6 +228,9 @@ class Trace:
         for l, layer in enumerate(self.layers):
             for name, spec, dtype in LAYER_FIELDS:
                 self._check_field(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
+            for name, spec, dtype in SUMMARY_FIELDS:
+                if getattr(layer, name) is not None:
+                    _check(f"layers.{l}.{name}", getattr(layer, name), expect(spec), dtype)
         for l, layer in enumerate(self.layers):  # panels index by expert id: one out of range would crash them
             ids = layer.expert_ids
             if ids is not None and ids.size and (ids.min() < 0 or ids.max() >= sym["E"]):
@@ -247,7 +267,7 @@ class Trace:
         """Every field under its ONNX output name (no batch axis), plus input_ids: what trace.npz holds."""
         arrays: dict[str, np.ndarray] = {"input_ids": self.input_ids, "embed": self.embed}
         for l, layer in enumerate(self.layers):
-            for name, _, _ in LAYER_FIELDS:
+            for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS:
                 arrays[f"layers.{l}.{name}"] = getattr(layer, name)
         arrays["final_norm"] = self.final_norm
         arrays["logits"] = self.logits
@@ -267,7 +287,7 @@ class Trace:
         for a in outputs.values():
             a.setflags(write=False)
         layers = tuple(  # .get: a partial run leaves out what it was not asked for
-            LayerTrace(**{name: outputs.get(f"layers.{l}.{name}") for name, _, _ in LAYER_FIELDS})
+            LayerTrace(**{name: outputs.get(f"layers.{l}.{name}") for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS})
             for l in range(config.num_hidden_layers))
         return cls(config=config, input_ids=np.asarray(input_ids, np.int64), embed=outputs.get("embed"),
                    layers=layers, final_norm=outputs.get("final_norm"), logits=outputs.get("logits"), **extra)

@@ -5,7 +5,7 @@ every field. Qt-free: the controller chooses what to run with it, the panels say
 """
 from __future__ import annotations
 
-from core.trace import Trace, select_outputs
+from core.trace import LAYER_FIELDS, Trace, select_outputs
 
 
 def trace_holds(trace: Trace, wanted) -> bool:
@@ -43,3 +43,16 @@ def widened(trace: Trace, wanted) -> frozenset[str] | None:
 
 def describe_request(wanted) -> str:
     return "every field" if wanted is None else ", ".join(sorted(wanted))
+
+
+def of_layer(layer: int, names) -> tuple[str, ...]:
+    """The request for these fields of one layer (e.g. of_layer(2, ["q", "k"]) -> layers.2.q, layers.2.k)."""
+    return tuple(f"layers.{layer}.{name}" for name in names)
+
+
+def layer_input(layer: int) -> tuple[str, ...]:
+    """The residual stream entering a layer: the embedding, or the previous layer's output."""
+    return ("embed",) if layer == 0 else ("embed", f"layers.{layer - 1}.resid_post")
+
+
+LAYER_NAMES: tuple[str, ...] = tuple(name for name, _, _ in LAYER_FIELDS)

@@ -36,14 +36,15 @@ from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
                           run_prepared, text_of_ids)
-from core.trace import Trace
+from core.trace import LAST_LOGITS, Trace
 from core.trace_fields import trace_holds, union_of_requests, widened
 from gui.selection import Selection
 
 BACKENDS = ("onnx", "numpy", "both")
 BACKEND_NAMES = {"onnx": "ONNX Runtime", "numpy": "the NumPy reference", "both": "ONNX Runtime + NumPy"}
 DEBOUNCE_MS = 50
-VARIANT_KEYS = {"head_mask", "expert_override", "interventions"}  # interventions: run with these instead
+VARIANT_KEYS = {"head_mask", "expert_override", "interventions", "fields"}  # interventions: run with these instead;
+# fields: what the asking panel reads of the variant (Runner.run's request; absent: every field)
 WORKER_NAME = "glassbox-model-worker"
 EXPERIMENT_WORKER_NAME = "glassbox-experiment-worker"   # sweeps, occlusion, the probe: never in typing's way
 # Closing waits this long for a job to reach its next checkpoint (a stage takes tens of ms on the
@@ -153,7 +154,7 @@ def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, setting
 
     def next_logits(so_far: list[int]):
         checkpoint()
-        return runner.run(so_far).logits[-1]
+        return runner.run(so_far, fields=[LAST_LOGITS]).logits[-1]   # a big model's T x V and layers: not kept
 
     return generate(next_logits, ids, n, settings, max_len=context)
 
@@ -496,20 +497,25 @@ class Controller(QObject):
     def fetch_fields(self, wanted, on_done: Callable[[], None] | None = None) -> None:
         """Make the trace shown hold `wanted` too (None: every field): re-run its sentence on the worker with
         the wider request and show that; on_done() once the trace holds them (now, if it already does)."""
-        trace, state, generation = self.trace, self._shown, self.generation
-        if trace is None or state is None or trace_holds(trace, wanted):
+        trace = self.trace
+        if trace is None or self._shown is None or trace_holds(trace, wanted):
             if on_done is not None:
                 on_done()
             return
+        self._rerun_shown(widened(trace, wanted), on_done)
+
+    def _rerun_shown(self, fields, on_done: Callable[[], None] | None = None) -> None:
+        """Run the sentence shown again keeping `fields` and show that (unless typing or a newer trace wins)."""
+        trace, state, generation = self.trace, self._shown, self.generation
 
         def show(result: RunResult) -> None:
             self._show(result.trace, result.parity, result.reference)
             if on_done is not None:
                 on_done()
+            self._fetch_for_panels()   # the selection may have moved on while this ran (a second layer clicked)
 
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
-                                  interventions=self.interventions,
-                                  fields=widened(trace, wanted)),
+                                  interventions=self.interventions, fields=fields),
                           show, self._trace_failed, lambda: generation != self.generation or self.trace is not trace))
 
     def _trace_failed(self, message: str) -> None:
@@ -521,6 +527,7 @@ class Controller(QObject):
         self._show(result.trace if result else None, result.parity if result else None,
                    result.reference if result else None)
         self._apply_awaiting()
+        self._fetch_for_panels()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
         self.trace, self.parity = trace, parity
@@ -660,6 +667,14 @@ class Controller(QObject):
             selection = selection.clamped(self.trace.num_layers, self.trace.num_heads, self.trace.n_tokens)
         self.selection = selection
         self.sigSelectionChanged.emit(selection)
+        self._fetch_for_panels()
+
+    def _fetch_for_panels(self) -> None:
+        """A selection can change what the panels on screen read (the Attention panel's layer, the Next token
+        panel's query): run the sentence shown again for exactly that when a big model's trace lacks it."""
+        wanted = self.fields_to_run()
+        if wanted is not None and self.trace is not None and not trace_holds(self.trace, wanted):
+            self._rerun_shown(wanted)
 
     def request_variant(self, panel, tag: str, interventions: dict) -> None:
         """Run the current sentence with interventions; answer panel.set_variant(tag, trace or None)."""
@@ -688,8 +703,10 @@ class Controller(QObject):
             answer(None)
             return
         asked = dict(interventions or {})
+        fields = asked.pop("fields", None)
         chosen = asked.pop("interventions") if "interventions" in asked else replace(self.interventions, **asked)
-        run = partial(run_with_backend, self._runners, backend, state, interventions=chosen or Interventions())
+        run = partial(run_with_backend, self._runners, backend, state, interventions=chosen or Interventions(),
+                      fields=fields)
         self._submit(_Job(lambda checkpoint: run(checkpoint=checkpoint).trace, answer, failed, stale,
                           counts_as_busy=False), job_id=job_id)
 

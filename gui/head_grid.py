@@ -30,7 +30,7 @@ from PySide6.QtCore import QEvent, QPoint, QPointF, QRect, QRectF, QSize, QSizeF
 from PySide6.QtGui import QBrush, QColor, QFontMetricsF, QPen
 from PySide6.QtWidgets import QApplication, QFrame, QScrollArea
 
-from core.attention_view import AttentionScale, causal_mask
+from core.attention_view import AttentionScale, causal_mask, thumbnails
 from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
@@ -206,10 +206,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         if title != self.title.text:   # a LabelItem re-lays itself out on every setText
             self.title.setText(title)
 
-    def _colours(self, trace: Trace, scale: AttentionScale) -> np.ndarray:  # -> [L, H, T, T, 4] uint8
+    def _colours(self, trace: Trace, scale: AttentionScale) -> np.ndarray:  # -> [L, H, P, P, 4] uint8
         """Every head coloured in one pass: each divided by its top, then one colour map for all."""
-        n = trace.n_tokens
-        attn = np.stack([layer.attn for layer in trace.layers]) / scale.tops[:, :, None, None]  # [L, H, T, T]
+        attn = thumbnails(trace) / scale.tops[:, :, None, None]  # [L, H, P, P]: at most THUMB_CELLS a side
+        n = attn.shape[-1]
         mask = np.broadcast_to(causal_mask(n), attn.shape)
         flat = plotting.masked_rgba(attn.reshape(-1, n), (0.0, 1.0), self._cmap, mask.reshape(-1, n))
         return flat.reshape(*attn.shape, 4)

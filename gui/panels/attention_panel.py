@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QScrol
 
 from core import attention_view as av
 from core.experiment_runs import ablations_only
-from core.head_roles import HeadRoles, sentence_roles
+from core.head_roles import HeadRoles
 from core.interventions import Interventions
 from core.role_badges import BADGE_THRESHOLD, BADGES, head_badges, score_lines
 from gui import figure_pages as pages
@@ -56,7 +56,10 @@ ABLATE_HELP = ("What a head switched off in the grid (or in the Interventions pa
 class AttentionPanel(Panel):
     title = "Attention"
     object_name = "attention"
-    fields = ("attn",)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return av.attention_fields(self.selection.layer)
     empty_text = "Type a sentence to see how each token attends to the ones before it."
 
     sigRequestProbe = Signal()   # the controller answers set_probe(HeadRoles) for the current bundle
@@ -262,7 +265,7 @@ class AttentionPanel(Panel):
 
     def _draw_badges(self) -> None:
         if self.roles is None:
-            self.roles = sentence_roles(self.trace)
+            self.roles = av.sentence_roles_held(self.trace)
         L, H = self.trace.num_layers, self.trace.num_heads
         probe = self.probe if self.probe is not None and self.probe.scores.shape[:2] == (L, H) else None
         self.grid.set_badges(head_badges(self.roles, probe),

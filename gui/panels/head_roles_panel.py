@@ -68,6 +68,7 @@ class ScoreItem(QTableWidgetItem):
 class HeadRolesPanel(Panel):
     title = "Head roles"
     object_name = "head_roles"
+    fields = ("attn",)   # every head's role scores on the sentence
     empty_text = "Type a sentence to score what each head does."
 
     sigRequestProbe = Signal()   # the controller answers set_probe(HeadRoles) for the current bundle

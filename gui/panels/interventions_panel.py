@@ -29,6 +29,7 @@ MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's 
 class InterventionsPanel(Panel):
     title = "Interventions"
     object_name = "interventions"
+    fields = ()   # the run's interventions and the config: no array of the trace
     empty_text = "Type a sentence: heads and experts switched off here apply to every run."
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -95,6 +95,7 @@ class TokenCellText(CellText):
 class LogitLensPanel(Panel):
     title = "Logit lens"
     object_name = "logit_lens"
+    fields = ("embed", "resid_mid", "resid_post", "logits")   # every stage; the logits give the default target
     empty_text = "Type a sentence to see, stage by stage, what the model would predict if it stopped there."
 
     def __init__(self, parent: QWidget | None = None) -> None:

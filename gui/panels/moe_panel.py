@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QLabel, QPus
 from core import routing
 from core.routing_view import LayerRouting, experts_off, layer_routing, switch_expert
 from core.trace import Trace
+from core.trace_fields import of_layer
 from gui import figure_pages as pages
 from gui.expert_load_bars import ExpertLoadBars
 from gui.fill_scroll_area import FillScrollArea
@@ -37,6 +38,11 @@ DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP th
 class MoePanel(Panel):
     title = "MoE routing"
     object_name = "moe"
+
+    @property
+    def fields(self) -> tuple[str, ...]:   # the selected layer's routing; every row of logits for the what-if
+        return of_layer(self.selection.layer, ("router_logits", "router_probs", "expert_ids", "expert_weights")) + (
+            "logits",)
     empty_text = "Type a sentence to see which experts the router sends each token to."
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -196,7 +202,8 @@ class MoePanel(Panel):
             return
         self.pending = WhatIfRequest(layer, position, expert, only, override, trace)
         self._draw_whatif()
-        self.sigRequestVariant.emit(WHATIF_TAG, {"expert_override": override, "head_mask": np.array(trace.head_mask)})
+        self.sigRequestVariant.emit(WHATIF_TAG, {"expert_override": override, "head_mask": np.array(trace.head_mask),
+                                                "fields": ("logits",)})   # what the comparison reads
 
     def set_variant(self, tag: str, trace: Trace | None) -> None:
         if tag != WHATIF_TAG or self.pending is None:

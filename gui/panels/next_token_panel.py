@@ -43,7 +43,11 @@ def format_probability(p: float) -> str:
 class NextTokenPanel(Panel):
     title = "Next token"
     object_name = "next_token"
-    fields = ("logits",)
+
+    @property
+    def fields(self) -> tuple[str, ...]:   # the last row of logits; every row while an earlier query is selected
+        query, trace = self.selection.query, self.trace
+        return ("logits.last",) if query is None or (trace is not None and query >= trace.n_tokens - 1) else ("logits",)
     empty_text = "No sentence yet: type one in the sentence bar to see what the model predicts next."
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -202,7 +206,7 @@ class NextTokenPanel(Panel):
         self.effect.setVisible(bool(interventions_text(self.trace)))
         if self.effect.isVisibleTo(self.figure_box) and (self._full is None or self._full[0] is not self.trace):
             self._full = (self.trace, None)
-            self.sigRequestVariant.emit("full", {"interventions": None})
+            self.sigRequestVariant.emit("full", {"interventions": None, "fields": ("logits",)})   # any position
         elif self._full is not None and self._full[1] is not None:
             self.set_variant("full", self._full[1])
 
@@ -210,14 +214,14 @@ class NextTokenPanel(Panel):
         if tag != "full" or trace is None or self.trace is None or trace.n_tokens != self.trace.n_tokens:
             return
         self._full = (self.trace, trace)
-        change = next_token_change(trace.logits[self.position], self.trace.logits[self.position])
+        change = next_token_change(trace.logits_at(self.position), self.trace.logits_at(self.position))
         self.effect.show_change(change, [self.trace.vocab_label(int(i)) for i in change.ids])
 
     def _redraw_chart(self) -> None:
         """Recompute the candidates for the current settings and redraw only the chart and its text."""
         if self.trace is None:
             return
-        self.candidates = top_candidates(self.trace.logits[self.position], self.settings(),
+        self.candidates = top_candidates(self.trace.logits_at(self.position), self.settings(),
                                          min(self.bar_count.value(), self.trace.config.vocab_size))
         self.header.setText(self._header_text())
         self._draw_bars()
@@ -234,7 +238,7 @@ class NextTokenPanel(Panel):
         if q == trace.n_tokens - 1:
             return where + ", the last token)"
         actual = int(trace.input_ids[q + 1])
-        rank = int(np.flatnonzero(ranked(trace.logits[q]) == actual)[0]) + 1
+        rank = int(np.flatnonzero(ranked(trace.logits_at(q)) == actual)[0]) + 1
         shown = " (marked ✓)" if rank <= self._row_count() else ""
         return (where + f", the selected query): the sentence goes on with “{trace.vocab_label(actual)}”, "
                 f"rank {rank}{shown}")

@@ -90,6 +90,7 @@ class SweepViews(QScrollArea):
 class PatchingPanel(Panel):
     title = "Patching"
     object_name = "patching"
+    fields = ()   # its numbers come from its own runs; of the trace only the ids
     empty_text = "Type sentence A in the sentence bar, then B here, to patch activations from A into B."
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -16,6 +16,7 @@ from PySide6.QtCore import QPoint, QRect
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSpinBox, QTabWidget, QVBoxLayout, QWidget
 
 from core.trace import Trace
+from core.trace_fields import of_layer
 from gui import figure_pages as pages
 from gui.embed_plus_pe_plot import EmbedPlusPePlot
 from gui.figure_tab import FigureTab
@@ -33,6 +34,10 @@ ROWS_CHROME = 110    # their titles, dimension axis and its title
 class PositionsPanel(Panel):
     title = "Positions"
     object_name = "positions"
+
+    @property
+    def fields(self) -> tuple[str, ...]:   # the embedding, and the selected layer's q and k around RoPE
+        return ("embed",) + of_layer(self.selection.layer, ("q", "k", "q_rot", "k_rot"))
     empty_text = "Type a sentence to see how position gets into the model."
 
     def __init__(self, parent: QWidget | None = None) -> None:

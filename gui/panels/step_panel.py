@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFrame, QHBoxLayout
 
 from core.raw_export import csv_text
 from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
+from core.trace_fields import LAYER_NAMES, layer_input, of_layer
 from gui.figure_pages import ink, page_background
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
@@ -563,6 +564,10 @@ def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]
 class StepPanel(Panel):
     title = "Step by step"
     object_name = "step"
+
+    @property
+    def fields(self) -> tuple[str, ...]:   # the selected layer's every field and what enters it
+        return of_layer(self.selection.layer, LAYER_NAMES) + layer_input(self.selection.layer)
     empty_text = ("No sentence yet. Type one above to see one attention head computed step by step, "
                   "with this run's real numbers.")
 
