@@ -264,7 +264,9 @@ def _render_in_context(raw: bytes, text: str, owners: Sequence[int], byte_start:
         whole = raw.decode("utf-8")
     except UnicodeDecodeError:
         return _render(raw, text, owners, byte_start)
-    return whole.translate(_NAMED_TABLE) if _SHOWN_SIMPLY.fullmatch(whole) else _render(raw, text, owners, byte_start)
+    if _SHOWN_SIMPLY.fullmatch(whole) and whole.translate(_NOT_CHECKED).isprintable():   # see _NOT_CHECKED
+        return whole.translate(_NAMED_TABLE)
+    return _render(raw, text, owners, byte_start)
 
 
 def _display_whole(raw: bytes) -> str:
