@@ -30,7 +30,18 @@ def application() -> QApplication:
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APPLICATION)
     register_fonts(app)
+    collect_garbage_on_this_thread(app)
     return app
+
+
+def collect_garbage_on_this_thread(app: QApplication) -> None:
+    """Python's cycle collector runs on whichever thread allocates when a threshold is crossed: on a
+    model worker it would destroy a discarded widget off the GUI thread, which deadlocks or crashes Qt.
+    pyqtgraph's GarbageCollector turns automatic collection off and collects on a timer of this thread."""
+    if getattr(app, "glassbox_gc", None) is None:
+        from pyqtgraph.util.garbage_collector import GarbageCollector
+
+        app.glassbox_gc = GarbageCollector(interval=1.0)
 
 
 def start_bundle(model: str | None, last_model: str | None) -> Bundle:

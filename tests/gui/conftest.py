@@ -1,7 +1,19 @@
 """Fixtures of the Qt tests: a settings file of the test's own, a shown MainWindow, a shown widget."""
 from __future__ import annotations
 
+import gc
+
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage_on_the_main_thread(qapp):
+    """As the app does (gui.app.collect_garbage_on_this_thread): no automatic collection, which a worker
+    thread's allocations could trigger and so destroy a test's dropped widgets off the GUI thread (a
+    deadlock in QObject's destructor); what a test dropped is collected here, on the GUI thread."""
+    gc.disable()
+    yield
+    gc.collect()
 
 
 @pytest.fixture()
