@@ -509,14 +509,15 @@ def gated_outputs(model_bytes: bytes, num_layers: int) -> bytes:
     return model.SerializeToString()
 
 
-def patches_as_plain_inputs(model_bytes: bytes) -> tuple[bytes, dict[str, np.ndarray]]:
+def patches_as_plain_inputs(model_bytes: bytes, base_dir: str = "") -> tuple[bytes, dict[str, np.ndarray]]:
     """The graph without the patch inputs' defaults (initializers that are also inputs), and those defaults,
     each input's position axis its own: with its priority-based order onnxruntime reuses buffers between
     values it takes to share a shape, and a patch of T positions fed beside another's default of 1 failed
-    its buffer check. A caller feeds the defaults where there is no patch."""
+    its buffer check. A caller feeds the defaults where there is no patch. base_dir: the bundle folder, where
+    a default kept as external data is read from."""
     model = onnx.load_from_string(model_bytes)
     names = {name for pair in PATCHES for name in pair}
-    defaults = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer if t.name in names}
+    defaults = {t.name: numpy_helper.to_array(t, base_dir) for t in model.graph.initializer if t.name in names}
     kept = [t for t in model.graph.initializer if t.name not in names]
     del model.graph.initializer[:]
     model.graph.initializer.extend(kept)

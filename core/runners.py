@@ -161,7 +161,7 @@ class OnnxRunner:
         # One graph for every request: the bundle's, plus the attention summaries, every per-layer output gated
         layers = bundle.config.num_hidden_layers
         self._graph, self._patch_defaults = patches_as_plain_inputs(
-            gated_outputs(with_attention_summaries(bundle.model_bytes, layers), layers))
+            gated_outputs(with_attention_summaries(bundle.model_bytes, layers), layers), str(bundle.path))
         self._session = None if self._one_session else self._new_session(self._graph, self._trace_options)
         self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
 

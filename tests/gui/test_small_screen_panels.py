@@ -32,31 +32,32 @@ def test_head_roles_column_titles_are_whole(qtbot, make_window):
         assert header.sectionSize(column) >= widest + 6, f"the column title {title!r} is cut"
 
 
-def cells_with_labels_differ(panel) -> int:
-    """How many pixels of the lens heatmap the cell labels change (drawn, then hidden)."""
+def ink_of_cell_labels(panel, cell_px: float) -> int:
+    """How many pixels the lens's cell painter inks when its cells are cell_px wide (and 40 px tall)."""
     import numpy as np
+    from PySide6.QtGui import QImage, QPainter
 
-    def pixels():
-        image = panel.view.grab().toImage().convertToFormat(panel.view.grab().toImage().Format.Format_RGB32)
-        return np.frombuffer(image.constBits(), np.uint32, count=image.width() * image.height()).copy()
-
-    shown = pixels()
-    panel.cell_labels.setVisible(False)
-    hidden = pixels()
-    panel.cell_labels.setVisible(True)
-    return int((shown != hidden).sum())
+    image = QImage(1200, 400, QImage.Format.Format_RGB32)
+    image.fill(0x808080)   # grey: the painter writes dark or light text by the cell colour
+    painter = QPainter(image)
+    painter.scale(cell_px, 40.0)   # data -> device, as the plot's view gives it
+    panel.cell_labels.paint(painter, None)
+    painter.end()
+    pixels = np.frombuffer(image.constBits(), np.uint32, count=image.width() * image.height())
+    return int((pixels & 0xFFFFFF != 0x808080).sum())
 
 
 def test_logit_lens_names_the_token_in_narrow_cells_and_shows_the_whole_heatmap(qtbot, show, analysed):
     from gui.panels.logit_lens_panel import LogitLensPanel
 
-    panel = show(LogitLensPanel(), 520, 420)
+    panel = show(LogitLensPanel(), 520, 480)
     panel.set_trace(analysed("The cat sat on the mat because it was tired."))
+    qtbot.waitUntil(lambda: panel.lens is not None and bool(panel.cell_labels.labels), timeout=10_000)   # off the UI thread
     qtbot.wait(50)
     centre = panel.heatmap.cell_centre
     cell_px = panel.view.mapFromScene(centre(0, 1)).x() - panel.view.mapFromScene(centre(0, 0)).x()
     assert 14 <= cell_px < 26, f"cells of {cell_px} px: the case where the numbers' 26 px floor drew nothing"
-    assert cells_with_labels_differ(panel) > 200
+    assert ink_of_cell_labels(panel, cell_px) > 200   # a token in every cell, cut to it
     bottom = panel.view.mapTo(panel.scroll.viewport(), panel.view.rect().bottomLeft()).y()
     assert bottom <= panel.scroll.viewport().height(), "the heatmap's x labels are below the first screen"
 
