@@ -209,7 +209,7 @@ def startup_probe(settings_file: str) -> int:
     window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
     log = PaintLog(app)
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    last_paint = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
+    last_paint, _cpu = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
                         and not posted(window), visible)
     print(f"painted {last_paint!r}", flush=True)
     os._exit(0)   # the parent has its number; tearing Qt down is not part of it
