@@ -141,9 +141,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    from core.bundle import load_bundle
     from core.hf_import import import_model
 
-    print(import_model(args.folder, args.out, progress=lambda line: print(line, file=sys.stderr)))
+    out = import_model(args.folder, args.out, progress=lambda line: print(line, file=sys.stderr))
+    print("checking that it opens (the bundle checks, a test run through both runners)", file=sys.stderr)
+    load_bundle(out)   # refused now, with its reason, rather than at the first open
+    print(out)
     return 0
 
 

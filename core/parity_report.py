@@ -1,8 +1,9 @@
 """Parity report: how far the ONNX graph and the NumPy reference are apart, field by field.
 
 The tolerance rule is core.parity's (one source for the bundle check, the tests and this report):
-a float cell passes when ``|onnx - numpy| <= ABS_TOL + REL_TOL * max|field|`` — float32 rounding in
-a sum grows with the size of the values summed, so the field's largest magnitude sets the scale.
+a float cell passes when ``|onnx - numpy| <= ABS_TOL + REL_TOL * depth * max|field|`` — float32
+rounding in a sum grows with the size of the values summed, so the field's largest magnitude sets
+the scale, and it adds up over the blocks the value has passed (`depth`).
 Integer fields (chosen experts) must be equal. Masked cells (-inf in both) agree.
 """
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from core.parity import ABS_TOL, REL_TOL
+from core.parity import ABS_TOL, REL_TOL, depth
 from core.trace import LAYER_FIELDS, MODEL_FIELDS, Trace
 
 
@@ -20,9 +21,9 @@ class Tolerance:
     atol: float
     rtol: float
 
-    def at(self, reference: np.ndarray) -> np.ndarray:  # [...] -> [...] the allowed difference per cell
+    def at(self, reference: np.ndarray, blocks: int = 1) -> np.ndarray:  # [...] -> [...] allowed difference per cell
         finite = np.abs(reference[np.isfinite(reference)])
-        return np.full(reference.shape, self.atol + self.rtol * float(finite.max(initial=0.0)))
+        return np.full(reference.shape, self.atol + self.rtol * blocks * float(finite.max(initial=0.0)))
 
 
 FLOAT = Tolerance(atol=ABS_TOL, rtol=REL_TOL)
@@ -122,7 +123,7 @@ def _ratio(diff: np.ndarray, allowed: np.ndarray) -> np.ndarray:
 def field_row(numpy_trace: Trace, onnx_trace: Trace, field: str) -> ParityRow:
     diff = difference_array(numpy_trace, onnx_trace, field)
     reference = numpy_trace.to_arrays()[field].astype(np.float64)
-    allowed = tolerance(field).at(reference)
+    allowed = tolerance(field).at(reference, depth(field, numpy_trace.num_layers))
     ratio = _ratio(diff, allowed)
     cell = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
     layer = int(field.split(".")[1]) if field.startswith("layers.") else None

@@ -180,6 +180,7 @@ def test_cli_import_and_its_error_line(tmp_path, small_tokenizer):
     ok = subprocess.run([sys.executable, str(ROOT / "main.py"), "import", str(source), "--out", str(tmp_path / "b")],
                         capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0, ok.stderr
+    assert "checking that it opens" in ok.stderr and ok.stdout.strip() == str(tmp_path / "b")
     assert load_bundle(tmp_path / "b").config.num_local_experts == 4
     bad = _folder_with(tmp_path, {**LLAMA_CONFIG, "architectures": ["BertModel"]}, {})
     err = subprocess.run([sys.executable, str(ROOT / "main.py"), "import", str(bad), "--out", str(tmp_path / "c")],
