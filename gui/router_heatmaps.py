@@ -182,7 +182,7 @@ def _explanation(routing: LayerRouting) -> str:
         text += f" · ✕ switched off here: expert {', '.join(str(e) for e in np.flatnonzero(routing.off))}"
     if not routing.forced:
         text += (f" · <span title='{html.escape(CONVENTION)}'>the two conventions agree within "
-                 f"{routing.convention_gap():.1e} (hover)</span>")
+                 f"{routing.convention_gap():.1e}</span>")   # the two, in its tooltip; no "(hover)": it is a figure's caption
     else:
         text += " <span style='color:#d9650b'>Orange outline: a forced expert (override), not the router's pick.</span>"
     return text
