@@ -13,7 +13,7 @@ import math
 from contextlib import contextmanager
 from typing import Iterator
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSize, QSizeF, Qt
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidget, QLabel, QScrollArea, QScrollBar, QWidget
 
@@ -166,11 +166,7 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
     if shown_here:   # an off-screen figure: a hidden widget defers its children's resize events
         widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
         widget.show()
-    parent = widget.parentWidget()
-    parent_layout = parent.layout() if parent is not None else None
-    held = parent_layout is not None and parent_layout.isEnabled()
-    if held:   # while on the page, the dock's layout must not put the widget back at its dock size
-        parent_layout.setEnabled(False)
+    held = _ParentHold(widget.parentWidget())   # while on the page, the dock must not put the widget back
     before = widget.size()
     size = page_size(figure)   # a page size measured by laying the widget out resizes it: after `before`
     areas = _scroll_areas(widget)
@@ -186,13 +182,40 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
             area.setHorizontalScrollBarPolicy(horizontal)
             area.setVerticalScrollBarPolicy(vertical)
         _resize_and_settle(widget, before)
-        if held:
-            parent_layout.setEnabled(True)
+        held.release()
         if shown_here:
             widget.hide()
         if scroll_area is not None:
             scroll_area.setWidget(widget)
             widget.show()
+
+
+class _ParentHold(QObject):
+    """Keeps a widget's parent from laying the widget out while it is on its page.
+
+    A parent's layout is switched off; a parent that places its children itself (a QSplitter) has its
+    layout requests held back: handling one, it would put the widget back at its dock size (the
+    occlusion strips sit in a splitter, and each chip flow that wraps to a new height asks for one)."""
+
+    def __init__(self, parent: QWidget | None) -> None:
+        super().__init__()
+        self._parent = parent
+        layout = parent.layout() if parent is not None else None
+        self._layout = layout if layout is not None and layout.isEnabled() else None
+        if self._layout is not None:
+            self._layout.setEnabled(False)
+        elif parent is not None and layout is None:
+            parent.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        return event.type() == QEvent.Type.LayoutRequest
+
+    def release(self) -> None:
+        if self._layout is not None:
+            self._layout.setEnabled(True)
+        elif self._parent is not None:
+            self._parent.removeEventFilter(self)
+            QCoreApplication.postEvent(self._parent, QEvent(QEvent.Type.LayoutRequest))   # the one it missed
 
 
 def _send_pending_resizes(widget: QWidget) -> None:

@@ -48,10 +48,10 @@ class OcclusionPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_inputs())
-        self.summary = QLabel()
+        self.summary = QLabel()   # the figure's caption: which prediction, of which token, what was taken out
         self.summary.setObjectName("occlusion_summary")
         self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
+        self.error = ""   # why the last run failed ("" when it did not)
         splitter = QSplitter()
         splitter.addWidget(self._build_strips())
         self.table = QTableWidget(0, len(TABLE_HEADER))
@@ -85,6 +85,7 @@ class OcclusionPanel(Panel):
         self.strips = QWidget()
         self.strips.setStyleSheet("background: white")
         layout = QVBoxLayout(self.strips)
+        layout.addWidget(self.summary)
         self.delta_strip, self.rollout_strip = TokenStrip(12.0, 8.0), TokenStrip(12.0, 8.0)
         self.delta_bar = ColourScale(plotting.colormap(plotting.DIVERGING), "Δ log p")
         self.rollout_bar = ColourScale(plotting.colormap(), "share")
@@ -109,6 +110,7 @@ class OcclusionPanel(Panel):
         if asked == self._asked:
             return
         self._asked = asked
+        self.error = ""
         ids, position, target, baseline, _ = asked
         self.summary.setText(f"running occlusion for the prediction after position {position}…")
         self.sigRunExperiment.emit(ExperimentJob(
@@ -118,6 +120,7 @@ class OcclusionPanel(Panel):
 
     def _on_error(self, asked: tuple, message: str) -> None:
         if asked == self._asked:
+            self.error, self.result = message, None   # the last result is another sentence's: no figure of it
             self.summary.setText(f"occlusion: {message}")
 
     def _on_done(self, asked: tuple, result: Occlusion) -> None:
@@ -184,7 +187,9 @@ class OcclusionPanel(Panel):
         return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv)]
 
     def why_no_figures(self) -> str:
+        if self.result is None and self.error:
+            return f"The occlusion sweep failed: {self.error}."
         if self.result is None and not self.showing_empty_state():
-            return ("The occlusion sweep has not run: press Run in the Occlusion panel "
+            return ("The occlusion sweep has not run: it runs when the Occlusion panel shows a sentence "
                     "(headless, `python main.py occlude` writes its numbers).")
         return super().why_no_figures()
