@@ -13,10 +13,12 @@ import math
 from contextlib import contextmanager
 from typing import Iterator
 
+import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidget, QLabel, QScrollArea, QScrollBar, QWidget
 
+from gui.fast_axis import FastAxis
 from gui.panels.base import Figure
 
 PAGE_WIDTH = 900            # a slide-width figure; its text stays legible shown at slide width
@@ -167,7 +169,9 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
         widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
         widget.show()
     held = _ParentHold(widget.parentWidget())   # while on the page, the dock must not put the widget back
+    drawn_for_paper = _set_on_page(widget, True)
     before = widget.size()
+    fitted_axes = _fit_colour_bar_axes(widget)
     size = page_size(figure)   # a page size measured by laying the widget out resizes it: after `before`
     areas = _scroll_areas(widget)
     policies = [(area.horizontalScrollBarPolicy(), area.verticalScrollBarPolicy()) for area in areas]
@@ -181,6 +185,10 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
         for area, (horizontal, vertical) in zip(areas, policies):
             area.setHorizontalScrollBarPolicy(horizontal)
             area.setVerticalScrollBarPolicy(vertical)
+        for part in drawn_for_paper:
+            part.set_on_page(False)
+        for axis, width in fitted_axes:
+            axis.setWidth(width)
         _resize_and_settle(widget, before)
         held.release()
         if shown_here:
@@ -188,6 +196,37 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
         if scroll_area is not None:
             scroll_area.setWidget(widget)
             widget.show()
+
+
+def _fit_colour_bar_axes(widget: QWidget) -> list[tuple[FastAxis, float | None]]:
+    """Each colour bar's value axis as wide as its widest label; returns (axis, its width before) to put back.
+
+    pyqtgraph's ColorBarItem fixes the axis at 45 px (on screen a bar does not jump as its labels change),
+    which left ~25 px of white at a page's right edge after labels like "0.9". Measured again from nothing
+    (FastAxis.drawing), the axis takes its labels' width."""
+    fitted = []
+    for view in _graphics_views(widget):
+        for item in view.scene().items():
+            if isinstance(item, pg.ColorBarItem) and not item.horizontal and isinstance(item.axis, FastAxis):
+                fitted.append((item.axis, item.axis.fixedWidth))
+                item.axis.setWidth(None)
+                item.axis.textWidth, item.axis.picture = 0, None
+                item.axis.drawing()
+    return fitted
+
+
+def _graphics_views(widget: QWidget) -> list[QGraphicsView]:
+    views = [widget] if isinstance(widget, QGraphicsView) else []
+    return [view for view in (*views, *widget.findChildren(QGraphicsView)) if view.scene() is not None]
+
+
+def _set_on_page(widget: QWidget, on_page: bool) -> list[QWidget]:
+    """Tell the parts of a figure that draw differently on paper (`set_on_page(bool)`, e.g. the head grid
+    leaves out its switches) that they are on a page now; returns them, to be told again after it."""
+    parts = [part for part in (widget, *widget.findChildren(QWidget)) if callable(getattr(part, "set_on_page", None))]
+    for part in parts:
+        part.set_on_page(on_page)
+    return parts
 
 
 class _ParentHold(QObject):
