@@ -29,7 +29,8 @@ class RelativePositionPlot(FigureTab):
         self.shift_plot.setLabel("left", "q·k (= score × √Dh)")
         self.both = line(self.shift_plot, pen=pg.mkPen(AFTER_COLOUR, width=3))
         self.query_only = line(self.shift_plot, pen=pg.mkPen(KEY_COLOUR, width=1.5))
-        self.actual_shift = pg.ScatterPlotItem(size=10, brush=pg.mkBrush(0, 0, 0), pen=None)
+        ink = pg.mkBrush(pg.getConfigOption("foreground"))   # the plot's text colour: seen on either theme
+        self.actual_shift = pg.ScatterPlotItem(size=10, brush=ink, pen=None)
         self.shift_plot.addItem(self.actual_shift)
         self.distance_plot = self.frame.add_plot(row=0, col=1)
         self.distance_plot.setLabel("bottom", "relative distance m − n")
@@ -38,7 +39,7 @@ class RelativePositionPlot(FigureTab):
         self.by_distance = line(self.distance_plot, pen=pg.mkPen(DISTANCE_COLOUR, width=1.5))
         self.actual_distance = pg.InfiniteLine(angle=90, pen=pg.mkPen(KEY_COLOUR, width=1.5, style=Qt.DashLine))
         self.distance_plot.addItem(self.actual_distance)
-        self.actual_point = pg.ScatterPlotItem(size=10, brush=pg.mkBrush(0, 0, 0), pen=None)
+        self.actual_point = pg.ScatterPlotItem(size=10, brush=ink, pen=None)
         self.distance_plot.addItem(self.actual_point)
         # Each plot's own key, under it: the two plots draw different things.
         self.shift_legend = self._legend(col=0, entries=(
