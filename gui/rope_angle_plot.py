@@ -87,10 +87,9 @@ class RopeAnglePlot(FigureTab):
                                                                  cfg.rope_scaling))
         for i, curve in enumerate(self.curves):   # broken where it wraps past 2π
             curve.setData(positions, sampled.wrapped[:, i], connect=sampled.wrap_breaks[:, i])
-        tokens = np.arange(trace.n_tokens)
-        self.token_points.setData(np.repeat(tokens, len(highlighted)),
-                                  view.wrapped[: trace.n_tokens, highlighted].ravel(),
-                                  brush=[pg.mkBrush(DISTINCT_COLOURS[k]) for k in range(len(highlighted))] * len(tokens))
+        tokens, brushes = np.arange(trace.n_tokens), [pg.mkBrush(DISTINCT_COLOURS[k]) for k in range(len(highlighted))]
+        self.token_points.setData(np.repeat(tokens, len(highlighted)),   # [T * k]: token by token, pair by pair
+                                  view.wrapped[: trace.n_tokens, highlighted].ravel(), brush=brushes * len(tokens))
         m = selection.query_index(trace.n_tokens)
         self.sentence.setRegion((0, trace.n_tokens - 1))
         self.cursor.setValue(m)

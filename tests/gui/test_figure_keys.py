@@ -2,7 +2,6 @@
 and lines as heavy in a 2x PNG as on screen."""
 from __future__ import annotations
 
-import numpy as np
 import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QImage
