@@ -22,7 +22,8 @@ WIDTH = 900    # PNG pixels: readable in a README, small in the repository
 RUNS = (
     ("The cat sat on the mat. The cat sat on the", ["--layer", "1", "--head", "2"],
      ["attention_head", "attention_grid", "attention_lines", "next_token_bars", "moe_router_probs",
-      "moe_expert_load", "step_by_step", "step_10_softmax", "positions_rope_pairs", "logit_lens_heatmap"]),
+      "moe_expert_load", "step_by_step", "step_10_softmax", "positions_rope_pairs", "positions_rope_angles",
+      "positions_relative", "logit_lens_heatmap", "occlusion_strip"]),
     ("The cat sat. 订单成交。", [], ["tokens_merges", "tokens_chips"]),
 )
 

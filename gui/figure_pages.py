@@ -13,10 +13,12 @@ import math
 from contextlib import contextmanager
 from typing import Iterator
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSize, QSizeF, Qt
+import pyqtgraph as pg
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, QSizeF, Qt
 from PySide6.QtGui import QColor, QResizeEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidget, QLabel, QScrollArea, QScrollBar, QWidget
 
+from gui.fast_axis import FastAxis
 from gui.panels.base import Figure
 
 PAGE_WIDTH = 900            # a slide-width figure; its text stays legible shown at slide width
@@ -166,12 +168,10 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
     if shown_here:   # an off-screen figure: a hidden widget defers its children's resize events
         widget.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
         widget.show()
-    parent = widget.parentWidget()
-    parent_layout = parent.layout() if parent is not None else None
-    held = parent_layout is not None and parent_layout.isEnabled()
-    if held:   # while on the page, the dock's layout must not put the widget back at its dock size
-        parent_layout.setEnabled(False)
+    held = _ParentHold(widget.parentWidget())   # while on the page, the dock must not put the widget back
+    drawn_for_paper = _set_on_page(widget, True)
     before = widget.size()
+    fitted_axes = _fit_colour_bar_axes(widget)
     size = page_size(figure)   # a page size measured by laying the widget out resizes it: after `before`
     areas = _scroll_areas(widget)
     policies = [(area.horizontalScrollBarPolicy(), area.verticalScrollBarPolicy()) for area in areas]
@@ -185,14 +185,76 @@ def on_page(figure: Figure) -> Iterator[QWidget]:
         for area, (horizontal, vertical) in zip(areas, policies):
             area.setHorizontalScrollBarPolicy(horizontal)
             area.setVerticalScrollBarPolicy(vertical)
+        for part in drawn_for_paper:
+            part.set_on_page(False)
+        for axis, width in fitted_axes:
+            axis.setWidth(width)
         _resize_and_settle(widget, before)
-        if held:
-            parent_layout.setEnabled(True)
+        held.release()
         if shown_here:
             widget.hide()
         if scroll_area is not None:
             scroll_area.setWidget(widget)
             widget.show()
+
+
+def _fit_colour_bar_axes(widget: QWidget) -> list[tuple[FastAxis, float | None]]:
+    """Each colour bar's value axis as wide as its widest label; returns (axis, its width before) to put back.
+
+    pyqtgraph's ColorBarItem fixes the axis at 45 px (on screen a bar does not jump as its labels change),
+    which left ~25 px of white at a page's right edge after labels like "0.9". Measured again from nothing
+    (FastAxis.drawing), the axis takes its labels' width."""
+    fitted = []
+    for view in _graphics_views(widget):
+        for item in view.scene().items():
+            if isinstance(item, pg.ColorBarItem) and not item.horizontal and isinstance(item.axis, FastAxis):
+                fitted.append((item.axis, item.axis.fixedWidth))
+                item.axis.setWidth(None)
+                item.axis.textWidth, item.axis.picture = 0, None
+                item.axis.drawing()
+    return fitted
+
+
+def _graphics_views(widget: QWidget) -> list[QGraphicsView]:
+    views = [widget] if isinstance(widget, QGraphicsView) else []
+    return [view for view in (*views, *widget.findChildren(QGraphicsView)) if view.scene() is not None]
+
+
+def _set_on_page(widget: QWidget, on_page: bool) -> list[QWidget]:
+    """Tell the parts of a figure that draw differently on paper (`set_on_page(bool)`, e.g. the head grid
+    leaves out its switches) that they are on a page now; returns them, to be told again after it."""
+    parts = [part for part in (widget, *widget.findChildren(QWidget)) if callable(getattr(part, "set_on_page", None))]
+    for part in parts:
+        part.set_on_page(on_page)
+    return parts
+
+
+class _ParentHold(QObject):
+    """Keeps a widget's parent from laying the widget out while it is on its page.
+
+    A parent's layout is switched off; a parent that places its children itself (a QSplitter) has its
+    layout requests held back: handling one, it would put the widget back at its dock size (the
+    occlusion strips sit in a splitter, and each chip flow that wraps to a new height asks for one)."""
+
+    def __init__(self, parent: QWidget | None) -> None:
+        super().__init__()
+        self._parent = parent
+        layout = parent.layout() if parent is not None else None
+        self._layout = layout if layout is not None and layout.isEnabled() else None
+        if self._layout is not None:
+            self._layout.setEnabled(False)
+        elif parent is not None and layout is None:
+            parent.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
+        return event.type() == QEvent.Type.LayoutRequest
+
+    def release(self) -> None:
+        if self._layout is not None:
+            self._layout.setEnabled(True)
+        elif self._parent is not None:
+            self._parent.removeEventFilter(self)
+            QCoreApplication.postEvent(self._parent, QEvent(QEvent.Type.LayoutRequest))   # the one it missed
 
 
 def _send_pending_resizes(widget: QWidget) -> None:

@@ -241,6 +241,18 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                     item.setText(text)
                 item.setVisible(bool(text))
 
+    def set_on_page(self, on_page: bool) -> None:
+        """On an exported page (gui.figure_pages.on_page) nothing is clicked: no switch boxes (the hatching
+        shows a head that is off), and each role badge moves to its thumbnail's top-right corner, over the
+        masked half, where it hides no weight."""
+        for layer, row in enumerate(self.badges):
+            for head, badge in enumerate(row):
+                x, y = self.origin(layer, head)
+                badge.setAnchor((1, 0) if on_page else (0, 1))
+                badge.setPos(*((x + 0.98, y + 0.02) if on_page else (x + 0.02, y + 0.98)))
+        for switch in (switch for row in self.switches for switch in row):
+            switch.setVisible(not on_page)
+
     def badge_texts(self) -> list[list[str]]:
         """[L][H] the badge text shown on each thumbnail ("" for none)."""
         return [[item.toPlainText() if item.isVisible() else "" for item in row] for row in self.badges]

@@ -3,6 +3,8 @@
 One FigureHost builds every registered panel once, each in its own offscreen window of a fixed
 size (so figures look the same on every machine), and reuses them for every sentence: a batch
 pays for the panels once, and a panel whose figures were not asked for is not redrawn at all.
+A panel's experiment (the occlusion sweep its draw asks for) runs on this thread, and only when one
+of its figures is asked for (or all are).
 gui.export renders the figures; every file of one run goes through one staged (all-or-nothing)
 write, so a failed export leaves nothing behind.
 
@@ -96,21 +98,26 @@ def _in_range(option: str, value: int | None, count: int, what: str) -> None:
 class FigureHost:
     """Every registered panel, built once in offscreen windows, reused for every trace."""
 
-    def __init__(self, theme: str = "light", runner=None) -> None:
-        """runner: answers the panels' requests for model runs (the head-roles probe), as the controller does."""
+    def __init__(self, theme: str = "light", runner=None, classes: Sequence[type] | None = None) -> None:
+        """runner: answers the panels' requests for model runs (the head-roles probe, the occlusion sweep), as
+        the controller does; without one those figures are not drawn. classes: the panels (default: all)."""
         from core.head_roles import probe_roles
         from gui.app import application
         from gui.panels.registry import panel_classes
 
         _quiet_offscreen_warnings()
         self.app = application()
-        classes = panel_classes()   # imports gui.plotting, which sets the light defaults: theme after it
+        classes = panel_classes() if classes is None else classes   # imports gui.plotting: theme after it
         self._undo_theme = apply_theme(self.app, theme)
+        self._runner = runner
+        self._experiments: dict[int, tuple] = {}   # id(panel) -> (panel, the ExperimentJob its last draw asked for)
         self.panels = []
         for cls in classes:
             panel = cls()
             if runner is not None and hasattr(panel, "sigRequestProbe"):
                 panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
+            if runner is not None:   # a panel's experiment (the occlusion sweep) waits until its figure is asked for
+                panel.sigRunExperiment.connect(lambda job, p=panel: self._experiments.update({id(p): (p, job)}))
             panel.resize(*PANEL_SIZE)
             panel.show()
             self.panels.append(panel)
@@ -124,6 +131,7 @@ class FigureHost:
         for panel in panels:
             panel.selection = moe_selection if panel.object_name == "moe" else selection
             panel.set_trace(trace)
+        self._run_experiments(request.figures)
         for _ in range(3):   # let layouts settle and deferred repaints run before painting to files
             self.app.processEvents()
         figures = []
@@ -138,6 +146,21 @@ class FigureHost:
         if unknown:
             raise ValueError(missing_figures_message(unknown, panels, sorted(by_name)))
         return [by_name[name] for name in request.figures]
+
+    def _run_experiments(self, names: Sequence[str] | None) -> None:
+        """Run, here and now, the experiments whose panel owns an asked-for figure (every one when all are
+        asked for): the GUI runs them on its worker, a CLI export waits for them anyway. The others wait:
+        a batch exporting only attention_head never pays for an occlusion sweep per sentence."""
+        for key, (panel, job) in list(self._experiments.items()):
+            if names is not None and not any(name.startswith(panel.object_name + "_") for name in names):
+                continue
+            del self._experiments[key]
+            try:
+                result = job.fn(self._runner)
+            except ValueError as exc:   # e.g. a sentence of one token: the panel says why it drew nothing
+                job.on_error(str(exc))
+            else:
+                job.on_done(result)
 
     def _panels_for(self, names: Sequence[str] | None) -> list:
         """Only the panels that own the asked-for figures, once each owner is known; else every panel."""

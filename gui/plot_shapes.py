@@ -14,6 +14,10 @@ AFTER_COLOUR = (0, 114, 178)        # Okabe-Ito blue: the rotated vector
 KEY_COLOUR = (213, 94, 0)           # Okabe-Ito vermillion: the contrast curve
 TRAIL_BRUSH = pg.mkBrush(0, 114, 178, 70)
 GUIDE_PEN = pg.mkPen((170, 170, 170), width=1, style=Qt.DashLine)
+# Lines told apart at a glance, also by colour-blind readers: Okabe-Ito without its yellow (too pale on white),
+# its orange (too near the vermillion) and its black (lost on the dark theme), then a purple seen on both.
+DISTINCT_COLOURS = ((0, 114, 178), (213, 94, 0), (0, 158, 115), (204, 121, 167), (86, 180, 233), (128, 0, 128))
+OTHER_COLOUR = (195, 195, 195)      # the lines behind the ones a figure names
 
 
 def arrow_segments(tips: np.ndarray, origins: np.ndarray | None = None,

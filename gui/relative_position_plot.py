@@ -10,8 +10,10 @@ from PySide6.QtWidgets import QWidget
 from core import positions as pos
 from core.trace import Trace
 from gui.figure_tab import FigureTab
-from gui.plot_shapes import AFTER_COLOUR, KEY_COLOUR, line
+from gui.plot_shapes import AFTER_COLOUR, DISTINCT_COLOURS, KEY_COLOUR, line
 from gui.selection import Selection
+
+DISTANCE_COLOUR = DISTINCT_COLOURS[2]   # green: neither the blue nor the vermillion of the shift plot
 
 
 class RelativePositionPlot(FigureTab):
@@ -27,20 +29,34 @@ class RelativePositionPlot(FigureTab):
         self.shift_plot.setLabel("left", "q·k (= score × √Dh)")
         self.both = line(self.shift_plot, pen=pg.mkPen(AFTER_COLOUR, width=3))
         self.query_only = line(self.shift_plot, pen=pg.mkPen(KEY_COLOUR, width=1.5))
-        legend = pg.LegendItem(labelTextSize="8pt", colCount=2, frame=False)
-        self.frame.graphics.addItem(legend, row=1, col=0, colspan=2)
-        legend.addItem(self.both, "q at m+s, k at n+s (moved together)")
-        legend.addItem(self.query_only, "q at m+s, k stays at n (moved apart)")
-        self.actual_shift = pg.ScatterPlotItem(size=10, brush=pg.mkBrush(0, 0, 0), pen=None)
+        ink = pg.mkBrush(pg.getConfigOption("foreground"))   # the plot's text colour: seen on either theme
+        self.actual_shift = pg.ScatterPlotItem(size=10, brush=ink, pen=None)
         self.shift_plot.addItem(self.actual_shift)
         self.distance_plot = self.frame.add_plot(row=0, col=1)
         self.distance_plot.setLabel("bottom", "relative distance m − n")
         self.distance_plot.setLabel("left", "q·k")
-        self.by_distance = line(self.distance_plot, pen=pg.mkPen(AFTER_COLOUR, width=1.5))
+        # Its own colour: this curve is not either of the left plot's.
+        self.by_distance = line(self.distance_plot, pen=pg.mkPen(DISTANCE_COLOUR, width=1.5))
         self.actual_distance = pg.InfiniteLine(angle=90, pen=pg.mkPen(KEY_COLOUR, width=1.5, style=Qt.DashLine))
         self.distance_plot.addItem(self.actual_distance)
-        self.actual_point = pg.ScatterPlotItem(size=10, brush=pg.mkBrush(0, 0, 0), pen=None)
+        self.actual_point = pg.ScatterPlotItem(size=10, brush=ink, pen=None)
         self.distance_plot.addItem(self.actual_point)
+        # Each plot's own key, under it: the two plots draw different things.
+        self.shift_legend = self._legend(col=0, entries=(
+            (self.both, "moved together: q at m+s, k at n+s"),
+            (self.query_only, "moved apart: q at m+s, k stays at n"),
+            (self.actual_shift, "s = 0: the sentence's own positions")))
+        self.distance_legend = self._legend(col=1, entries=(
+            (self.by_distance, "q at d, k at 0, for every distance d"),
+            (pg.PlotDataItem(pen=self.actual_distance.pen), "this pair's distance m − n"),   # a line's sample
+            (self.actual_point, "this pair's q·k")))
+
+    def _legend(self, col: int, entries) -> pg.LegendItem:
+        legend = pg.LegendItem(labelTextSize="9pt", colCount=1, frame=False)
+        self.frame.graphics.addItem(legend, row=1, col=col)
+        for item, name in entries:
+            legend.addItem(item, name)
+        return legend
 
     def draw(self, trace: Trace, selection: Selection) -> None:
         m, n = selection.query_index(trace.n_tokens), selection.key_index(trace.n_tokens)

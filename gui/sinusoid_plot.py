@@ -9,7 +9,7 @@ from core import positions as pos
 from core.trace import Trace
 from gui.figure_tab import FigureTab
 from gui.fitted_ticks import POWERS_OF_TWO, FittedTicks, numbers
-from gui.plot_shapes import line
+from gui.plot_shapes import DISTINCT_COLOURS, line
 from gui.plotting import DIVERGING, colormap, colour_bar, matrix_plot
 from gui.selection import Selection
 
@@ -66,7 +66,7 @@ class SinusoidPlot(FigureTab):
         self.legend.clear()
         self.curves = {}
         for rank, dim in enumerate(dims):
-            colour = pg.intColor(rank, hues=max(len(dims), 5), values=1, maxValue=200)
+            colour = DISTINCT_COLOURS[rank % len(DISTINCT_COLOURS)]   # hues evenly spaced put two greens side by side
             kind = "sin" if dim % 2 == 0 else "cos"
             curve = line(self.curve_plot, pen=pg.mkPen(colour, width=2))
             self.legend.addItem(curve, f"dim {dim} ({kind})")

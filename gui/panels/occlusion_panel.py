@@ -10,14 +10,19 @@ user sees why attention alone is not an explanation. The runs go to the controll
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from PySide6.QtCore import QSize
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
 from core.experiment_commands import parse_token
 from core.occlusion import REMOVE, Occlusion, occlude
 from core.raw_export import csv_text
+from gui import figure_pages as pages
 from gui import plotting
+from gui.chip_flow import MARGIN as CHIP_MARGIN
 from gui.experiment_job import ExperimentJob
 from gui.figure_frame import scrolling
 from gui.panels.base import Figure, Panel
@@ -26,6 +31,7 @@ from gui.token_strip import ColourScale, TokenStrip
 ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
 TABLE_HEADER = ("position", "token", "delta_logprob", "rollout")
+MIN_PAGE_WIDTH = 480   # the colour keys at their full length, the caption in a few lines
 
 
 def run_occlusion(runner, ids, position: int, target: str, baseline: str) -> Occlusion:
@@ -48,10 +54,10 @@ class OcclusionPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_inputs())
-        self.summary = QLabel()
+        self.summary = QLabel()   # the figure's caption: which prediction, of which token, what was taken out
         self.summary.setObjectName("occlusion_summary")
         self.summary.setWordWrap(True)
-        layout.addWidget(self.summary)
+        self.error = ""   # why the last run failed ("" when it did not)
         splitter = QSplitter()
         splitter.addWidget(self._build_strips())
         self.table = QTableWidget(0, len(TABLE_HEADER))
@@ -83,8 +89,9 @@ class OcclusionPanel(Panel):
     def _build_strips(self) -> QWidget:
         """The figure: the sentence coloured by occlusion, its key, then coloured by rollout, its key."""
         self.strips = QWidget()
-        self.strips.setStyleSheet("background: white")
+        self.strips.setStyleSheet("background: white; color: black")   # its own paper, whatever the theme
         layout = QVBoxLayout(self.strips)
+        layout.addWidget(self.summary)
         self.delta_strip, self.rollout_strip = TokenStrip(12.0, 8.0), TokenStrip(12.0, 8.0)
         self.delta_bar = ColourScale(plotting.colormap(plotting.DIVERGING), "Δ log p")
         self.rollout_bar = ColourScale(plotting.colormap(), "share")
@@ -109,6 +116,7 @@ class OcclusionPanel(Panel):
         if asked == self._asked:
             return
         self._asked = asked
+        self.error = ""
         ids, position, target, baseline, _ = asked
         self.summary.setText(f"running occlusion for the prediction after position {position}…")
         self.sigRunExperiment.emit(ExperimentJob(
@@ -118,6 +126,7 @@ class OcclusionPanel(Panel):
 
     def _on_error(self, asked: tuple, message: str) -> None:
         if asked == self._asked:
+            self.error, self.result = message, None   # the last result is another sentence's: no figure of it
             self.summary.setText(f"occlusion: {message}")
 
     def _on_done(self, asked: tuple, result: Occlusion) -> None:
@@ -181,10 +190,23 @@ class OcclusionPanel(Panel):
     def figures(self) -> list[Figure]:
         if self.result is None:   # an empty strip is no figure
             return []
-        return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv)]
+        return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv, page_size=self.page_size)]
+
+    def page_size(self) -> QSize:
+        """At most PAGE_WIDTH wide: as wide as the longest row of chips there (a short sentence makes a
+        narrower page, not a wide white one), and as high as the strips, keys and caption need at that width.
+        A row that fits at PAGE_WIDTH fits at its own width: the chips wrap the same way on the page."""
+        pages.natural_height(self.strips, pages.PAGE_WIDTH)   # the chips flow at the page's width
+        right = max(strip.x() + strip.chip_rect(i).right() for strip in (self.delta_strip, self.rollout_strip)
+                    for i in range(strip.chip_count()))
+        margin = self.strips.layout().contentsMargins().right() + CHIP_MARGIN
+        width = min(pages.PAGE_WIDTH, max(MIN_PAGE_WIDTH, math.ceil(right + margin)))
+        return QSize(width, pages.natural_height(self.strips, width))
 
     def why_no_figures(self) -> str:
+        if self.result is None and self.error:
+            return f"The occlusion sweep failed: {self.error}."
         if self.result is None and not self.showing_empty_state():
-            return ("The occlusion sweep has not run: press Run in the Occlusion panel "
+            return ("The occlusion sweep has not run: it runs when the Occlusion panel shows a sentence "
                     "(headless, `python main.py occlude` writes its numbers).")
         return super().why_no_figures()

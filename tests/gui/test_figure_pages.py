@@ -128,8 +128,8 @@ def test_no_figure_shows_a_control(host, bundle):
 
 
 def test_export_writes_no_empty_sweep_figures_and_says_why_when_asked(host, bundle):
-    """Patching and occlusion draw only after a sweep: Export all leaves them out, and asking for one by
-    name says what to run instead of writing empty axes."""
+    """Patching and occlusion draw only after a sweep, which a host without a runner cannot run: Export all
+    leaves them out, and asking for one by name says what to run instead of writing empty axes."""
     trace = analyse(NumpyRunner(bundle), SHORT)
     names = {figure.name for figure in host.figures(trace, ExportRequest(formats=("png",)))}
     assert names and not {name for name in names if name.startswith(("patching_", "occlusion_"))}

@@ -163,14 +163,40 @@ def test_angle_annotation_names_m_theta_for_the_selected_pair(panel, trace):
     assert f"= {m} × {theta_1:.4g} = {m * theta_1:.4g} rad" in title
 
 
-def test_angle_curves_are_wrapped_m_theta_over_the_context(panel, trace):
+def test_angle_curves_are_wrapped_m_theta_over_the_sentence_and_a_margin(panel, trace):
     show(panel, trace)
     page = tab(panel, "positions_rope_angles")
     cfg = trace.config
     assert len(page.curves) == cfg.head_dim // 2
     x, y = page.curves[2].getData()
-    np.testing.assert_array_equal(x, np.arange(cfg.max_position_embeddings))
+    last = trace.n_tokens - 1
+    assert x[0] == 0 and last + 2 <= x[-1] <= min(cfg.max_position_embeddings - 1, last + max(2, last // 4))
+    assert page.plot.viewRange()[0][1] < x[-1] + 1   # the sentence fills the plot, not a sliver of the context
     np.testing.assert_allclose(y, np.mod(x * pos.pair_frequencies(cfg.head_dim, cfg.rope_theta)[2], 2 * np.pi))
+    token_x, token_y = page.token_points.getData()   # each token's own angle, on the coloured pairs
+    assert set(token_x) == set(range(trace.n_tokens))
+
+
+def test_the_angle_legend_names_pairs_in_colours_told_apart(panel, trace):
+    from gui.rope_angle_plot import highlighted_pairs
+
+    show(panel, trace)
+    page = tab(panel, "positions_rope_angles")
+    named = [label.text for _, label in page.legend.items]
+    shown = highlighted_pairs(trace.config.head_dim // 2)
+    assert [text.split(":")[0] for text in named] == [f"pair {i}" for i in shown]
+    colours = [lab(page.curves[i].opts["pen"].color().getRgb()[:3]) for i in shown]
+    closest = min(np.linalg.norm(a - b) for k, a in enumerate(colours) for b in colours[k + 1:])
+    assert closest > 20   # CIE76 ΔE: no two named lines in near-identical colours (viridis neighbours: 8-17)
+
+
+def lab(rgb) -> np.ndarray:  # [3] sRGB 0-255 -> [3] CIE L*a*b* (D65 white)
+    c = np.asarray(rgb, np.float64) / 255
+    linear = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    t = xyz / np.array([0.9505, 1.0, 1.089])
+    f = np.where(t > 0.008856, np.cbrt(t), 7.787 * t + 16 / 116)
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
 
 
 # ---------------------------------------------------------------- relative position with real q and k
