@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QLabel
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
-from gui.panels.step_panel import StepPanel, format_value, two_lines, with_gaps
+from gui.panels.step_panel import StepPanel
+from gui.step_cards import format_value, two_lines, with_gaps
 from gui.selection import Selection
 
 ENGLISH = "The cat sat on the mat because it was tired."
