@@ -201,8 +201,10 @@ class MainWindow(QMainWindow):
         self.parity_label = SteadyLabel()
         # Busy label and Cancel keep their place (a fixed width, never hidden): showing and hiding them on
         # every run re-laid out the status bar each keystroke.
-        self.busy_label = SteadyLabel()
+        self.busy_label = SteadyLabel(BUSY_TEXT)
         self.busy_label.setFixedWidth(self.busy_label.fontMetrics().horizontalAdvance(BUSY_TEXT) + 20)
+        self.busy_label.setMinimumHeight(self.busy_label.sizeHint().height())   # "…" may stand a line taller than ""
+        self.busy_label.setText("")
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Cancel")
         self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
