@@ -26,7 +26,7 @@ class SteadyLabel(QWidget):
 
     def setText(self, text: str) -> None:  # noqa: N802 (QLabel's name)
         self.label.setText(text)
-        self._pass_on_if_resized()   # hidden, the label posts no layout request to its holder
+        self._pass_on_if_resized()   # now: what is laid out next (an export) sees the new size at once
 
     def setWordWrap(self, on: bool) -> None:  # noqa: N802
         self.label.setWordWrap(on)
