@@ -22,6 +22,7 @@ from gui.import_actions import ImportActions
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
 from gui.session_actions import SessionActions
+from gui.steady_label import SteadyLabel
 
 ORGANISATION = "Glassbox"
 APPLICATION = "Glassbox"
@@ -193,14 +194,17 @@ class MainWindow(QMainWindow):
 
     def _build_status_bar(self) -> None:
         status = self.statusBar()
-        self.tokens_label = QLabel()
-        self.backend_label = QLabel()
-        self.time_label = QLabel()
-        self.parity_label = QLabel()
+        # Steady labels: a run changes their text, and the window is laid out again only if its size changed.
+        self.tokens_label = SteadyLabel()
+        self.backend_label = SteadyLabel()
+        self.time_label = SteadyLabel()
+        self.parity_label = SteadyLabel()
         # Busy label and Cancel keep their place (a fixed width, never hidden): showing and hiding them on
         # every run re-laid out the status bar each keystroke.
-        self.busy_label = QLabel()
+        self.busy_label = SteadyLabel(BUSY_TEXT)
         self.busy_label.setFixedWidth(self.busy_label.fontMetrics().horizontalAdvance(BUSY_TEXT) + 20)
+        self.busy_label.setMinimumHeight(self.busy_label.sizeHint().height())   # "…" may stand a line taller than ""
+        self.busy_label.setText("")
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Cancel")
         self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from PySide6.QtCore import QCoreApplication, QEvent, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, Qt, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsView, QLabel, QStackedWidget, QVBoxLayout, QWidget
 from shiboken6 import isValid
 
@@ -41,6 +41,7 @@ class Figure:
 FRAME_S = 1 / 60      # panels posted to draw at most once per frame
 LAYOUT_ROUNDS = 10    # a change deep in a panel climbs one layout a round to the window, whose relayout comes back
 _NOTHING = object()   # no trace (or selection) waits to be drawn; None is a trace: "nothing to show"
+_DRAW_EVENT = QEvent.Type(QEvent.registerEventType())   # posted to the frame clock: draw now
 
 
 def settle_layouts() -> None:
@@ -50,27 +51,45 @@ def settle_layouts() -> None:
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
 
-class _Frame:
+class _Frame(QObject):
     """The one clock every posted panel draws by: the panels posted to within a frame draw together,
     then their layouts settle once and the window paints once (three panels drawing one after the
-    other would each relayout the main window and its docks)."""
+    other would each relayout the main window and its docks).
+
+    Leading edge: posted to while the clock is idle (its last frame a frame ago or more), the panels
+    draw at the event loop's next pass, before the paint it has pending, so that one paint shows
+    them and what else the result changed (the status bar). Posted to sooner, they wait for the
+    rest of the frame: results arriving faster than frames are drawn once a frame."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._waiting: dict[int, Panel] = {}
-        self._last = -1.0   # time.monotonic() of the last frame
-        self._timer = QTimer()
+        self._last = -1.0      # time.monotonic() of the last frame
+        self._due = False      # a frame is posted or timed
+        self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._draw)
 
     def schedule(self, panel: Panel) -> None:
         self._waiting[id(panel)] = panel
-        if not self._timer.isActive():
-            wait = FRAME_S - (time.monotonic() - self._last)
-            self._timer.start(max(0, round(wait * 1000)))
+        if self._due:
+            return
+        self._due = True
+        wait = FRAME_S - (time.monotonic() - self._last)
+        if wait > 0:
+            self._timer.start(round(wait * 1000))
+        else:   # a posted event: handled before the paint event, which Qt posts at low priority
+            QCoreApplication.postEvent(self, QEvent(_DRAW_EVENT))
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == _DRAW_EVENT:
+            self._draw()
+            return True
+        return super().event(event)
 
     def _draw(self) -> None:
         """One panel failing to draw must not stop the others: the error goes to sys.excepthook."""
-        self._last = time.monotonic()
+        self._last, self._due = time.monotonic(), False
         panels, self._waiting = [p for p in self._waiting.values() if isValid(p)], {}
         drawn = []
         for panel in panels:

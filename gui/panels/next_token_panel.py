@@ -24,6 +24,7 @@ from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView
 from gui.panels.base import Figure, Panel
+from gui.steady_label import SteadyLabel
 from gui.text_fit import elide
 
 DEFAULT_BARS = 10
@@ -57,8 +58,8 @@ class NextTokenPanel(Panel):
 
         page = QWidget(self)
         self.figure_box = QWidget(page)             # what a figure export renders: header, chart, legend
-        self.header = QLabel(self.figure_box)
-        self.settings_line = QLabel(self.figure_box)
+        self.header = SteadyLabel(parent=self.figure_box)          # a new text, rarely a new height
+        self.settings_line = SteadyLabel(parent=self.figure_box)
         self.chart = CandidateBars(self.figure_box)
         self.chart.sigRowChosen.connect(self._append_row)
         self.chart.sigRowHovered.connect(

@@ -20,6 +20,7 @@ from gui.figure_pages import MAX_PAGE_WIDTH, ink, natural_height, page_backgroun
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
+from gui.steady_label import SteadyLabel
 
 WHOLE_FILL = QColor(222, 233, 247)      # a token made of whole characters
 FRAGMENT_FILL = QColor(252, 232, 200)   # a token holding only part of a character's bytes
@@ -149,7 +150,7 @@ class TokensPanel(Panel):
 
     # ------------------------------------------------------------ widgets
     def _build(self) -> QWidget:
-        self.summary = QLabel()
+        self.summary = SteadyLabel()   # a new sentence changes its text, rarely its height
         self.summary.setWordWrap(True)
         legend = QLabel(LEGEND)
         legend.setWordWrap(True)
@@ -208,9 +209,9 @@ class TokensPanel(Panel):
         # What the tokens_merges figure shows: the caption and the pieces after the current step.
         self.merge_view = paper(QWidget())
         self.merge_view.setObjectName("tokens_merges")
-        self.step_label = QLabel()
+        self.step_label = SteadyLabel()
         self.step_label.setWordWrap(True)
-        self.step_label.setContentsMargins(6, 4, 6, 0)
+        self.step_label.label.setContentsMargins(6, 4, 6, 0)
         self.pieces = ChipFlow(big_point_size=11.0, small_point_size=8.0)
         view_layout = QVBoxLayout(self.merge_view)
         view_layout.setContentsMargins(0, 0, 0, 0)

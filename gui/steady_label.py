@@ -1,0 +1,76 @@
+"""A label whose new text re-lays out the window only when the text needs a different size.
+
+QLabel.setText always asks its layout to run again, and every layout that runs asks its parent's:
+one changed word in a panel's summary or in the status bar lays out the whole main window and all
+its docks (~8–10 ms a label). SteadyLabel holds a QLabel (`.label`, filling it) and passes that
+request on only when the label's size needs change: for wrapped text, its height at the width it
+has or its minimum size; otherwise its size hint or minimum size. A wrapped label's size hint is
+not compared: its width follows the length of the text, and it only sizes a dock not yet laid out.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QSize
+from PySide6.QtWidgets import QLabel, QWidget
+
+
+class SteadyLabel(QWidget):
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.label = QLabel(text, self)
+        self._needs = None
+        self._pass_on_if_resized()
+
+    # ------------------------------------------------------------ the label's text
+    def text(self) -> str:
+        return self.label.text()
+
+    def setText(self, text: str) -> None:  # noqa: N802 (QLabel's name)
+        self.label.setText(text)
+        self._pass_on_if_resized()   # now: what is laid out next (an export) sees the new size at once
+
+    def setWordWrap(self, on: bool) -> None:  # noqa: N802
+        self.label.setWordWrap(on)
+        self._pass_on_if_resized()
+
+    # ------------------------------------------------------------ geometry: the label's own
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return self.label.sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return self.label.minimumSizeHint()
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802
+        return self.label.heightForWidth(width)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        self.label.setGeometry(self.rect())
+        self._needs = self._size_needs()   # what the layout that placed it saw
+        super().resizeEvent(event)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        self._pass_on_if_resized()
+        super().showEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        """The label's layout request (a new text, font or style) stops here unless its size needs changed."""
+        if event.type() == QEvent.Type.LayoutRequest:
+            self._pass_on_if_resized()
+            return True
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._needs = None   # QWidget lays out again for these itself; measure afresh next time
+        return super().event(event)
+
+    def _size_needs(self) -> tuple:
+        """What a layout reads (bounded by a size set on the holder, e.g. a fixed width)."""
+        label, smallest, largest = self.label, self.minimumSize(), self.maximumSize()
+        least = label.minimumSizeHint().expandedTo(smallest).boundedTo(largest)
+        if label.wordWrap():
+            return label.sizePolicy(), label.heightForWidth(self.width()), least
+        return label.sizePolicy(), label.sizeHint().expandedTo(smallest).boundedTo(largest), least
+
+    def _pass_on_if_resized(self) -> None:
+        needs = self._size_needs()
+        if needs != self._needs:
+            self._needs = needs
+            self.setSizePolicy(self.label.sizePolicy())   # QLabel's: height for width once text wraps
+            self.updateGeometry()

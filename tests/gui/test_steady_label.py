@@ -1,0 +1,82 @@
+"""A SteadyLabel's new text lays its parents out again only when the text needs a different size:
+counted LayoutRequest events and geometry, never times."""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from gui.steady_label import SteadyLabel
+
+
+class LayoutRequests(QObject):
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.LayoutRequest:
+            self.count += 1
+        return False
+
+
+def holding(label: SteadyLabel) -> QWidget:
+    box = QWidget()
+    layout = QVBoxLayout(box)
+    layout.addWidget(label)
+    layout.addStretch(1)
+    return box
+
+
+def test_a_new_text_of_the_same_size_does_not_lay_the_parent_out(qtbot, show):
+    label = SteadyLabel("alphabetical one")
+    label.setWordWrap(True)
+    box = show(holding(label), 400, 200)
+    qtbot.wait(20)
+    requests = LayoutRequests()
+    box.installEventFilter(requests)
+    label.setText("alphabetical two")   # one line still; its longest word unchanged
+    qtbot.wait(20)
+    assert requests.count == 0 and label.text() == "alphabetical two"
+
+
+def test_a_text_needing_more_lines_grows_the_label(qtbot, show):
+    label = SteadyLabel("short")
+    label.setWordWrap(True)
+    box = show(holding(label), 300, 400)
+    qtbot.wait(20)
+    one_line = label.height()
+    requests = LayoutRequests()
+    box.installEventFilter(requests)
+    label.setText(" ".join(["several words that wrap"] * 12))
+    qtbot.waitUntil(lambda: label.height() > 2 * one_line, timeout=5000)
+    assert requests.count >= 1
+    assert label.label.geometry() == label.rect()   # the QLabel fills its holder
+
+
+def test_a_label_changed_while_hidden_has_its_new_size_when_shown(qtbot, show):
+    label = SteadyLabel("short")
+    label.setWordWrap(True)
+    box = show(holding(label), 300, 400)
+    one_line = label.height()
+    label.hide()
+    label.setText(" ".join(["several words that wrap"] * 12))
+    label.show()
+    qtbot.waitUntil(lambda: label.height() > 2 * one_line, timeout=5000)
+    assert box.isVisible()
+
+
+def test_status_texts_that_keep_their_sizes_do_not_lay_the_window_out(qtbot, make_window):
+    window = make_window(panel_classes=[])   # the status bar alone is what this is about
+    qtbot.waitUntil(lambda: not window.controller.busy(), timeout=5000)
+    qtbot.wait(50)
+    requests = LayoutRequests()
+    window.installEventFilter(requests)
+    label = window.tokens_label
+    text, metrics = label.text(), label.label.fontMetrics()
+    same_width = next(new for new in (digit + text[1:] for digit in "0123456789")
+                      if new != text and metrics.horizontalAdvance(new) == metrics.horizontalAdvance(text))
+    label.setText(same_width)                # e.g. "0 / 256 tokens" -> "1 / 256 tokens"
+    window.busy_label.setText("running…")   # a fixed size
+    window.busy_label.setText("")
+    qtbot.wait(50)
+    assert requests.count == 0 and label.text() == same_width
