@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPalette, QPen, QTransform
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from core.attention_view import causal_mask
@@ -291,7 +291,9 @@ class HeadLinesView(QWidget):
             # would cost far more memory than it adds sharpness to thin lines.
             ratio = min(max(self.devicePixelRatioF(), abs(painter.deviceTransform().m11())), 4.0)
             image, target = self._lines_image(g, ratio, self._band(event.rect()))
-            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
+            # Smoothing only where the image is scaled: asked for a plain copy, Qt filters every pixel anyway.
+            scaled = painter.deviceTransform().type().value > QTransform.TransformationType.TxTranslate.value
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, scaled)
             painter.drawImage(target, image)
         else:  # SVG: real lines
             self._paint_vector_lines(painter, g)
@@ -341,7 +343,7 @@ class HeadLinesView(QWidget):
         if shares is None:
             return QImage(), QRectF()
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
-        rgba = np.einsum("nch,nk->hck", shares, colours)                       # [height, C, 4] premultiplied
+        rgba = np.tensordot(shares, colours, axes=(0, 0)).transpose(1, 0, 2)   # [height, C, 4] premultiplied
         pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
         columns = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
                          QImage.Format.Format_RGBA8888_Premultiplied)

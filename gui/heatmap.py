@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainterPath, QPen
+from PySide6.QtGui import QColor, QImage, QPainterPath, QPen
 
 from gui import plotting
 from gui.cell_picking import cell_of
@@ -27,6 +27,13 @@ class PickableImage(pg.ImageItem):
     def __init__(self) -> None:
         super().__init__()
         self.setAcceptHoverEvents(True)
+
+    def render(self) -> None:
+        """pyqtgraph's image, premultiplied: Qt scales only that format straight to the screen; any other
+        is converted pixel by pixel, on a thread pool, at every paint (milliseconds for one heatmap)."""
+        super().render()
+        if self.qimage is not None and self.qimage.format() != QImage.Format.Format_ARGB32_Premultiplied:
+            self.qimage = self.qimage.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied)
 
     def cell_at(self, pos: QPointF) -> tuple[int, int] | None:  # pos in item (pixel) coordinates
         return None if self.image is None else cell_of(pos, *self.image.shape[:2])
