@@ -132,6 +132,7 @@ class HeadLinesView(QWidget):
     # -------------------------------------------------------------- data
     def set_lines(self, labels: Sequence[str], weights: np.ndarray, colours: Sequence[QColor],
                   names: Sequence[str], title: str) -> None:  # weights [n, T, T]
+        hints = (self.sizeHint(), self.minimumSizeHint())
         self._labels = [elide(label) for label in labels]
         if self._text_width.font != self.font():   # the widget's font changed since
             self._text_width = TextWidths(self.font())
@@ -141,7 +142,8 @@ class HeadLinesView(QWidget):
         self._colours, self._names, self._title = list(colours), list(names), title
         self._focus, self._line_images, self._weights_drawn = None, {}, {}
         self._left_out = self.faint_lines_left_out()
-        self.updateGeometry()
+        if (self.sizeHint(), self.minimumSizeHint()) != hints:   # else the layout has nothing to do again
+            self.updateGeometry()
         self.update()
 
     def set_selected(self, query: int, key: int) -> None:

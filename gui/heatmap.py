@@ -147,8 +147,11 @@ class Heatmap(pg.PlotItem):
     def set_rgba(self, rgba: np.ndarray) -> None:  # [R, C, 4] uint8
         """Show a coloured matrix with each cell one unit square, the whole of it in view."""
         rows, cols = rgba.shape[:2]
-        self.image.setImage(rgba, levels=(0, 255), rect=QRectF(0, 0, cols, rows))
-        self.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
+        if self.image.image is not None and self.image.image.shape[:2] == (rows, cols):
+            self.image.setImage(rgba, levels=(0, 255))   # as many cells as before: the same rect and limits
+        else:
+            self.image.setImage(rgba, levels=(0, 255), rect=QRectF(0, 0, cols, rows))
+            self.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
         self.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
 
     def set_row_labels(self, labels, columns: int = LABEL_COLUMNS) -> None:
