@@ -7,6 +7,7 @@ real lines. Hovering a token shows only its lines; clicking one emits sigTokenCl
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -73,6 +74,23 @@ def rasterise_lines(height: int, x0: float, x1: float, y_start: np.ndarray, y_en
     integral = np.cumsum(np.cumsum(slope_at, axis=1) + step_at, axis=1)    # F at y = 0 .. height+1
     coverage = np.diff(integral[:, : height + 1], axis=1).astype(np.float32)  # [C, height]
     return -np.expm1(-np.maximum(coverage, 0.0)), first
+
+
+# The bytes of a premultiplied ARGB32 pixel (a native 32-bit word 0xAARRGGBB), as indices into RGBA.
+ARGB32_BYTES = [2, 1, 0, 3] if sys.byteorder == "little" else [3, 0, 1, 2]
+
+
+def widen_columns(rgba: np.ndarray, factor: int) -> np.ndarray:  # [R, C, k] -> [R, C * factor, k]
+    """Each column spread over `factor`, each new column interpolated linearly between the centres of the
+    two old columns around it (edge columns held), as a smooth image scaling does."""
+    padded = np.concatenate([rgba[:, :1], rgba, rgba[:, -1:]], axis=1)   # [R, C + 2, k]
+    centre = padded[:, 1:-1]
+    widened = np.empty((rgba.shape[0], rgba.shape[1], factor, rgba.shape[2]), rgba.dtype)
+    for k in range(factor):
+        at = (k + 0.5) / factor - 0.5   # where new column k samples, in old columns from the centre one
+        neighbour = padded[:, 2:] if at > 0 else padded[:, :-2]
+        widened[:, :, k] = centre + abs(at) * (neighbour - centre)
+    return widened.reshape(rgba.shape[0], rgba.shape[1] * factor, rgba.shape[2])
 
 
 def left_out_note(left_out: int, below: float, metrics, width: float) -> str:
@@ -346,15 +364,12 @@ class HeadLinesView(QWidget):
             return QImage(), QRectF()
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
         rgba = np.tensordot(shares, colours, axes=(0, 0)).transpose(1, 0, 2)   # [height, C, 4] premultiplied
-        pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
-        columns = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
-                         QImage.Format.Format_RGBA8888_Premultiplied)
-        # Widened to full columns and in the screen's pixel format once, here: every repaint is then a
-        # plain copy, where stretching and converting it cost milliseconds a paint.
-        image = columns.scaled(pixels.shape[1] * LINE_COLUMN_WIDTH, height, Qt.AspectRatioMode.IgnoreAspectRatio,
-                               Qt.TransformationMode.SmoothTransformation).convertToFormat(
-                                   QImage.Format.Format_ARGB32_Premultiplied)
-        target = QRectF(first / ratio, band[0], pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
+        # Widened to full columns and in the screen's pixel format once, here (in NumPy: Qt's smooth scaling and
+        # conversion wait on its thread pool): every repaint is then a plain copy.
+        pixels = widen_columns(rgba[..., ARGB32_BYTES] * 255 + 0.5, LINE_COLUMN_WIDTH).astype(np.uint8, order="C")
+        image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
+                       QImage.Format.Format_ARGB32_Premultiplied).copy()   # its own pixels: `pixels` goes
+        target = QRectF(first / ratio, band[0], pixels.shape[1] / ratio, height / ratio)
         self._line_images = {name: value for name, value in self._line_images.items() if name[0] == "full"}
         self._line_images[slot] = ((key, band), (image, target))
         return image, target
