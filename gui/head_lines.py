@@ -93,6 +93,15 @@ def widen_columns(rgba: np.ndarray, factor: int) -> np.ndarray:  # [R, C, k] -> 
     return widened.reshape(rgba.shape[0], rgba.shape[1] * factor, rgba.shape[2])
 
 
+def _one_to_one(painter: QPainter, target: QRectF, image: QImage) -> bool:
+    """Whether `image` drawn into `target` covers exactly its own number of device pixels (no stretching)."""
+    device = painter.deviceTransform()
+    if device.type().value > QTransform.TransformationType.TxScale.value:
+        return False
+    return (abs(abs(device.m11()) * target.width() - image.width()) < 0.01
+            and abs(abs(device.m22()) * target.height() - image.height()) < 0.01)
+
+
 def left_out_note(left_out: int, below: float, metrics, width: float) -> str:
     """The caption of the lines not drawn, whole in `width` pixels: the hover hint only where it fits."""
     note = f"{left_out:,} lines < {below:.3f} hidden"
@@ -311,9 +320,8 @@ class HeadLinesView(QWidget):
             # would cost far more memory than it adds sharpness to thin lines.
             ratio = min(max(self.devicePixelRatioF(), abs(painter.deviceTransform().m11())), 4.0)
             image, target = self._lines_image(g, ratio, self._band(event.rect()))
-            # Smoothing only where the image is scaled: asked for a plain copy, Qt filters every pixel anyway.
-            scaled = painter.deviceTransform().type().value > QTransform.TransformationType.TxTranslate.value
-            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, scaled)
+            # Smoothing only where the image is stretched: asked for it, Qt filters every pixel of a plain copy too.
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not _one_to_one(painter, target, image))
             painter.drawImage(target, image)
         else:  # SVG: real lines
             self._paint_vector_lines(painter, g)
