@@ -172,7 +172,7 @@ class FastAxis(pg.AxisItem):
             if not level:
                 continue
             shown = [(x, text) for x, text in zip(positions[i], level) if x is not None]
-            measured = [(texts.width(text), texts(text).size().height()) for _, text in shown]
+            measured = [texts.size(text) for _, text in shown]
             sizes += [(width, height * 0.8) for width, height in measured]   # the base class trims heights so
             along = sum(width if self._along_x() else height for width, height in sizes)
             if i > 0 and any(len(drawing.texts) >= n and along / length >= limit

@@ -99,6 +99,10 @@ class ClickToToggle:
         self.sigHovered.emit(True)
 
 
+BOX_PEN, MARK_PEN = cosmetic_pen(QColor("white"), 1.5), cosmetic_pen(QColor("white"), 2)   # made once: every box paints
+ON_BRUSH, OFF_BRUSH = QBrush(ON_COLOUR), QBrush(OFF_COLOUR)
+
+
 class SwitchBox(ClickToToggle, pg.GraphicsObject):
     """The small on/off box in a thumbnail's corner: a tick on green when on, a cross on red when off."""
     sigToggle = Signal()
@@ -121,10 +125,10 @@ class SwitchBox(ClickToToggle, pg.GraphicsObject):
 
     def paint(self, painter, *args) -> None:
         r = self.rect
-        painter.setPen(cosmetic_pen(QColor("white"), 1.5))
-        painter.setBrush(QBrush(ON_COLOUR if self.on else OFF_COLOUR))
+        painter.setPen(BOX_PEN)
+        painter.setBrush(ON_BRUSH if self.on else OFF_BRUSH)
         painter.drawRect(r)
-        painter.setPen(cosmetic_pen(QColor("white"), 2))
+        painter.setPen(MARK_PEN)
         if self.on:   # a tick
             painter.drawPolyline([QPointF(r.left() + 0.2 * r.width(), r.top() + 0.55 * r.height()),
                                   QPointF(r.left() + 0.42 * r.width(), r.top() + 0.78 * r.height()),
@@ -198,8 +202,11 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         rgba = self._colours(trace, scale)   # [L, H, T, T, 4]
         for layer in range(trace.num_layers):
             for head in range(trace.num_heads):
-                x, y = self.origin(layer, head)
-                self.images[layer][head].setImage(rgba[layer, head], levels=(0, 255), rect=QRectF(x, y, 1, 1))
+                image = self.images[layer][head]
+                if image.image is not None and image.image.shape == rgba.shape[2:]:
+                    image.setImage(rgba[layer, head], levels=(0, 255))   # as many cells: its rect stays
+                else:
+                    image.setImage(rgba[layer, head], levels=(0, 255), rect=QRectF(*self.origin(layer, head), 1, 1))
         self.set_switches(trace.head_mask)
         self.scale = scale
         title = f"Layers ↓ heads → · {scale.caption}"

@@ -7,12 +7,13 @@ real lines. Hovering a token shows only its lines; clicking one emits sigTokenCl
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPoint, QPointF, QRect, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPalette, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPalette, QPen, QTransform
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from core.attention_view import causal_mask
@@ -75,6 +76,32 @@ def rasterise_lines(height: int, x0: float, x1: float, y_start: np.ndarray, y_en
     return -np.expm1(-np.maximum(coverage, 0.0)), first
 
 
+# The bytes of a premultiplied ARGB32 pixel (a native 32-bit word 0xAARRGGBB), as indices into RGBA.
+ARGB32_BYTES = [2, 1, 0, 3] if sys.byteorder == "little" else [3, 0, 1, 2]
+
+
+def widen_columns(rgba: np.ndarray, factor: int) -> np.ndarray:  # [R, C, k] -> [R, C * factor, k]
+    """Each column spread over `factor`, each new column interpolated linearly between the centres of the
+    two old columns around it (edge columns held), as a smooth image scaling does."""
+    padded = np.concatenate([rgba[:, :1], rgba, rgba[:, -1:]], axis=1)   # [R, C + 2, k]
+    centre = padded[:, 1:-1]
+    widened = np.empty((rgba.shape[0], rgba.shape[1], factor, rgba.shape[2]), rgba.dtype)
+    for k in range(factor):
+        at = (k + 0.5) / factor - 0.5   # where new column k samples, in old columns from the centre one
+        neighbour = padded[:, 2:] if at > 0 else padded[:, :-2]
+        widened[:, :, k] = centre + abs(at) * (neighbour - centre)
+    return widened.reshape(rgba.shape[0], rgba.shape[1] * factor, rgba.shape[2])
+
+
+def _one_to_one(painter: QPainter, target: QRectF, image: QImage) -> bool:
+    """Whether `image` drawn into `target` covers exactly its own number of device pixels (no stretching)."""
+    device = painter.deviceTransform()
+    if device.type().value > QTransform.TransformationType.TxScale.value:
+        return False
+    return (abs(abs(device.m11()) * target.width() - image.width()) < 0.01
+            and abs(abs(device.m22()) * target.height() - image.height()) < 0.01)
+
+
 def left_out_note(left_out: int, below: float, metrics, width: float) -> str:
     """The caption of the lines not drawn, whole in `width` pixels: the hover hint only where it fits."""
     note = f"{left_out:,} lines < {below:.3f} hidden"
@@ -132,6 +159,7 @@ class HeadLinesView(QWidget):
     # -------------------------------------------------------------- data
     def set_lines(self, labels: Sequence[str], weights: np.ndarray, colours: Sequence[QColor],
                   names: Sequence[str], title: str) -> None:  # weights [n, T, T]
+        hints = (self.sizeHint(), self.minimumSizeHint())
         self._labels = [elide(label) for label in labels]
         if self._text_width.font != self.font():   # the widget's font changed since
             self._text_width = TextWidths(self.font())
@@ -141,7 +169,8 @@ class HeadLinesView(QWidget):
         self._colours, self._names, self._title = list(colours), list(names), title
         self._focus, self._line_images, self._weights_drawn = None, {}, {}
         self._left_out = self.faint_lines_left_out()
-        self.updateGeometry()
+        if (self.sizeHint(), self.minimumSizeHint()) != hints:   # else the layout has nothing to do again
+            self.updateGeometry()
         self.update()
 
     def set_selected(self, query: int, key: int) -> None:
@@ -291,7 +320,8 @@ class HeadLinesView(QWidget):
             # would cost far more memory than it adds sharpness to thin lines.
             ratio = min(max(self.devicePixelRatioF(), abs(painter.deviceTransform().m11())), 4.0)
             image, target = self._lines_image(g, ratio, self._band(event.rect()))
-            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
+            # Smoothing only where the image is stretched: asked for it, Qt filters every pixel of a plain copy too.
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not _one_to_one(painter, target, image))
             painter.drawImage(target, image)
         else:  # SVG: real lines
             self._paint_vector_lines(painter, g)
@@ -341,16 +371,13 @@ class HeadLinesView(QWidget):
         if shares is None:
             return QImage(), QRectF()
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
-        rgba = np.einsum("nch,nk->hck", shares, colours)                       # [height, C, 4] premultiplied
-        pixels = (rgba * 255 + 0.5).astype(np.uint8, order="C")
-        columns = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
-                         QImage.Format.Format_RGBA8888_Premultiplied)
-        # Widened to full columns and in the screen's pixel format once, here: every repaint is then a
-        # plain copy, where stretching and converting it cost milliseconds a paint.
-        image = columns.scaled(pixels.shape[1] * LINE_COLUMN_WIDTH, height, Qt.AspectRatioMode.IgnoreAspectRatio,
-                               Qt.TransformationMode.SmoothTransformation).convertToFormat(
-                                   QImage.Format.Format_ARGB32_Premultiplied)
-        target = QRectF(first / ratio, band[0], pixels.shape[1] * LINE_COLUMN_WIDTH / ratio, height / ratio)
+        rgba = np.tensordot(shares, colours, axes=(0, 0)).transpose(1, 0, 2)   # [height, C, 4] premultiplied
+        # Widened to full columns and in the screen's pixel format once, here (in NumPy: Qt's smooth scaling and
+        # conversion wait on its thread pool): every repaint is then a plain copy.
+        pixels = widen_columns(rgba[..., ARGB32_BYTES] * 255 + 0.5, LINE_COLUMN_WIDTH).astype(np.uint8, order="C")
+        image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
+                       QImage.Format.Format_ARGB32_Premultiplied).copy()   # its own pixels: `pixels` goes
+        target = QRectF(first / ratio, band[0], pixels.shape[1] / ratio, height / ratio)
         self._line_images = {name: value for name, value in self._line_images.items() if name[0] == "full"}
         self._line_images[slot] = ((key, band), (image, target))
         return image, target

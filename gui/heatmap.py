@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QPainterPath, QPen
+from PySide6.QtGui import QColor, QImage, QPainterPath, QPen
 
 from gui import plotting
 from gui.cell_picking import cell_of
@@ -27,6 +27,13 @@ class PickableImage(pg.ImageItem):
     def __init__(self) -> None:
         super().__init__()
         self.setAcceptHoverEvents(True)
+
+    def render(self) -> None:
+        """pyqtgraph's image, premultiplied: Qt scales only that format straight to the screen; any other
+        is converted pixel by pixel, on a thread pool, at every paint (milliseconds for one heatmap)."""
+        super().render()
+        if self.qimage is not None and self.qimage.format() != QImage.Format.Format_ARGB32_Premultiplied:
+            self.qimage = self.qimage.convertToFormat(QImage.Format.Format_ARGB32_Premultiplied)
 
     def cell_at(self, pos: QPointF) -> tuple[int, int] | None:  # pos in item (pixel) coordinates
         return None if self.image is None else cell_of(pos, *self.image.shape[:2])
@@ -140,8 +147,11 @@ class Heatmap(pg.PlotItem):
     def set_rgba(self, rgba: np.ndarray) -> None:  # [R, C, 4] uint8
         """Show a coloured matrix with each cell one unit square, the whole of it in view."""
         rows, cols = rgba.shape[:2]
-        self.image.setImage(rgba, levels=(0, 255), rect=QRectF(0, 0, cols, rows))
-        self.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
+        if self.image.image is not None and self.image.image.shape[:2] == (rows, cols):
+            self.image.setImage(rgba, levels=(0, 255))   # as many cells as before: the same rect and limits
+        else:
+            self.image.setImage(rgba, levels=(0, 255), rect=QRectF(0, 0, cols, rows))
+            self.setLimits(xMin=0, xMax=cols, yMin=0, yMax=rows)
         self.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
 
     def set_row_labels(self, labels, columns: int = LABEL_COLUMNS) -> None:

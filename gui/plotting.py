@@ -53,12 +53,17 @@ def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorM
     with np.errstate(invalid="ignore", over="ignore"):
         scaled = np.clip((np.nan_to_num(values, nan=lo, neginf=lo, posinf=hi) - lo) / max(hi - lo, 1e-12), 0.0, 1.0)
     scaled[np.isposinf(values)] = 1.0   # even when lo == hi
-    lut = cmap.getLookupTable(0.0, 1.0, 256, alpha=True)
-    rgba = lut[(scaled * 255).astype(np.int32)]
-    rgba[np.isnan(values)] = NAN_RGBA
+    # Each colour as one 32-bit word: gathering and masking words is several times faster than byte quadruples.
+    lut = np.ascontiguousarray(cmap.getLookupTable(0.0, 1.0, 256, alpha=True), np.uint8).view(np.uint32)[:, 0]
+    words = lut[(scaled * 255).astype(np.int32)]   # [R, C]
+    words[np.isnan(values)] = _word(NAN_RGBA)
     if mask is not None:
-        rgba[mask] = MASKED_RGBA
-    return np.ascontiguousarray(rgba.astype(np.uint8))
+        words[mask] = _word(MASKED_RGBA)
+    return words[..., None].view(np.uint8)   # [R, C, 4], the bytes of each word in order
+
+
+def _word(rgba: tuple[int, int, int, int]) -> np.uint32:
+    return np.array(rgba, np.uint8).view(np.uint32)[0]
 
 
 def finite_levels(levels: tuple[float, float], values: np.ndarray | None = None) -> tuple[float, float]:

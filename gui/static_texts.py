@@ -17,25 +17,35 @@ _BY_FONT: dict[str, "StaticTexts"] = {}
 
 
 class StaticTexts:
-    """`texts(s)`: s laid out in this font as a QStaticText; `texts.width(s)`: its horizontal advance."""
+    """`texts(s)`: s laid out in this font as a QStaticText; `texts.width(s)`, `texts.size(s)`: its
+    horizontal advance, its (width, height) (kept as numbers: every relayout of an axis asks for each label's)."""
 
     def __init__(self, font: QFont) -> None:
         self.font = QFont(font)
         self._texts: dict[str, QStaticText] = {}
+        self._sizes: dict[str, tuple[float, float]] = {}
 
     def __call__(self, text: str) -> QStaticText:
         laid_out = self._texts.get(text)
         if laid_out is None:
             if len(self._texts) >= CACHE_LIMIT:
                 self._texts.clear()
+                self._sizes.clear()
             laid_out = QStaticText(text)
             laid_out.setTextFormat(Qt.TextFormat.PlainText)   # a token "<b>" is text, not markup
             laid_out.prepare(font=self.font)
             self._texts[text] = laid_out
         return laid_out
 
+    def size(self, text: str) -> tuple[float, float]:
+        size = self._sizes.get(text)
+        if size is None:
+            laid_out = self(text).size()
+            size = self._sizes[text] = (laid_out.width(), laid_out.height())
+        return size
+
     def width(self, text: str) -> float:
-        return self(text).size().width()
+        return self.size(text)[0]
 
 
 def static_texts(font: QFont) -> StaticTexts:

@@ -81,8 +81,9 @@ class TokenAxis(FastAxis):
     @staticmethod
     def _turned_extent(label: str, width, line: float) -> float:
         """How far a turned label reaches below the axis: its word (width), then a line for the upright ␣."""
-        word = label.lstrip(SPACE_MARK)
-        return width(word) + (line if word != label else 0.0)
+        if not label.startswith(SPACE_MARK):
+            return width(label)
+        return width(label.lstrip(SPACE_MARK)) + line
 
     def labels(self) -> list[str]:
         return list(self._labels)

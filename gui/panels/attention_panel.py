@@ -200,8 +200,9 @@ class AttentionPanel(Panel):
         self.grid.select(layer, head)
         if self._changed("labels", self._trace_serial):
             self.hover_label.setText(HOVER_HINT)
-            self.matrix.set_row_labels(trace.labels())
-            self.matrix.set_col_labels(trace.labels())
+            labels = trace.labels()
+            self.matrix.set_row_labels(labels)
+            self.matrix.set_col_labels(labels)
         if self._changed("matrix", self._trace_serial, layer, head, self.scale.mode.key):
             self._draw_matrix(layer, head)
         self.query_mark.setPath(_rect_path(0, query, trace.n_tokens, 1))
