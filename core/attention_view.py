@@ -87,7 +87,7 @@ class AttentionScale:
 
     @property
     def caption(self) -> str:
-        """What the thumbnails' colours mean, for the grid's title (it has no colour bar)."""
+        """What the thumbnails' colours mean, for the grid's title (on screen it has no colour bar)."""
         if self.mode.key == "fixed":
             return "colours 0 – 1"
         if self.mode.key == "shared":

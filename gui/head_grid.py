@@ -49,6 +49,7 @@ SWITCH_HINT = "right-click or Ctrl+click (or its corner box) switches it off / o
 MIN_THUMBNAIL_PX = 40
 NAME_POINTS = 9           # layer and head names
 NAME_GAP_PX = 4           # between two names shown
+SCALE_BAR_PX = 320        # a page's colour bar: long enough to read, not the grid's whole width
 EDGE_PX = 4               # room kept right of and below the last thumbnail (the selection outline)
 
 
@@ -184,6 +185,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         self._over_thumbnail: tuple[int, int] | None = None   # the thumbnail under the mouse
         self._tip_owner: tuple | None = None                  # what the tooltip shown is about
         self.scale: AttentionScale | None = None
+        self._scale_bar: plotting.ColourBar | None = None   # on a page only (set_on_page)
         self.shape: tuple[int, int] = (0, 0)            # (layers, heads) the items are made for
         self.px_per_unit = 0.0                          # screen pixels per thumbnail width, as laid out
         self._metrics = QFontMetricsF(ui_font(NAME_POINTS))
@@ -259,6 +261,32 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                 badge.setPos(*((x + 0.98, y + 0.02) if on_page else (x + 0.02, y + 0.98)))
         for switch in (switch for row in self.switches for switch in row):
             switch.setVisible(not on_page)
+        self._show_scale_bar(on_page)
+
+    def _show_scale_bar(self, shown: bool) -> None:
+        """A page has a colour bar under the grid (the screen keeps its pixels for thumbnails and says the
+        scale in the title): the shared scale's numbers, or 0 to each head's own largest weight."""
+        if not shown:
+            if self._scale_bar is not None and self._scale_bar in self.ci.items:
+                self.ci.removeItem(self._scale_bar)
+                self.ci.layout.setRowSpacing(1, self.ci.layout.verticalSpacing())
+            return
+        if self._scale_bar is None:
+            self._scale_bar = plotting.ColourBar(values=(0.0, 1.0), colorMap=self._cmap, orientation="horizontal",
+                                                 interactive=False, width=10)
+            self._scale_bar.setMaximumWidth(SCALE_BAR_PX)
+            self._scale_bar.set_title("attention weight")
+        top = float(self.scale.tops.max()) if self.scale is not None else 1.0
+        each_own = self.scale is not None and self.scale.mode.key not in ("fixed", "shared")
+        self._scale_bar.setLevels((0.0, 1.0 if each_own else top))
+        ends = [(0.0, "0"), (1.0, "each head's largest weight")] if each_own else \
+            [(value, f"{value:.2f}".rstrip("0").rstrip(".") or "0") for value in (0.0, top / 2, top)]
+        axis = self._scale_bar.getAxis("bottom")
+        axis.setTicks([ends, []])   # the ends named; no minor ticks
+        axis.setStyle(hideOverlappingLabels=False)   # an end's label reaches past the bar: keep it
+        self.ci.addItem(self._scale_bar, row=2, col=0)
+        self.ci.layout.setRowSpacing(1, 10)   # the bar apart from the last row's thumbnails
+        self.ci.layout.setAlignment(self._scale_bar, Qt.AlignmentFlag.AlignHCenter)
 
     def badge_texts(self) -> list[list[str]]:
         """[L][H] the badge text shown on each thumbnail ("" for none)."""
