@@ -193,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--formats", "--format", dest="formats", default="png,svg,csv,npz",
                      help="comma-separated: png,svg,pdf,csv,npz")
     exp.add_argument("--figures", help="comma-separated figure names (default: every figure)")
-    exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width)")
+    exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width, at most 4 million pixels)")
     exp.add_argument("--dpi", type=float, help="PNG resolution instead of --width (96 = on-screen size)")
     for name in ("layer", "head", "query", "key", "expert-layer"):
         exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int,

@@ -6,7 +6,8 @@ separate (`write_files`) so it can run off the UI thread, and a set of files is 
 all-or-nothing (core.raw_export.write_file_set): a failure leaves nothing behind.
 
 File names, for one panel Figure named NAME:
-    NAME.png   the figure at `width` pixels (default: twice its page width), aspect kept
+    NAME.png   the figure at `width` pixels or `dpi` (default: twice its page size, up to
+               DEFAULT_PNG_PIXELS), aspect kept
     NAME.svg   the figure as vectors (text as glyph outlines), see gui/svg_export.py
     NAME.pdf   the figure as a vector PDF page of its own size (text as glyph outlines)
     NAME.csv   Figure.table(), and one KEY.csv per Figure.extra_tables entry
@@ -14,6 +15,7 @@ and for the whole trace: trace.npz (every array, as `main.py trace`) and tokens.
 """
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
@@ -35,10 +37,15 @@ from gui.svg_export import widget_svg_bytes
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
 DEFAULT_FORMATS = ("png", "svg", "csv", "npz")
 DEFAULT_PNG_SCALE = 2.0      # exports are for slides and articles: twice the on-screen pixels
+# ... unless that passes this many pixels: at 4 million, the BPE replay of 64 tokens (a 1400 × 2024 page,
+# 11 million pixels at 2x) is 1666 × 2408, still taller than a 4K slide; pixels past that are painted and
+# compressed for no one
+DEFAULT_PNG_PIXELS = 4_000_000
 SCREEN_DPI = 96.0            # a figure's on-screen pixel is 1/96 inch (what --dpi scales from)
 PNG_WIDTH_RANGE = (16, 20000)
 PNG_DPI_RANGE = (24, 1200)
 MAX_PNG_PIXELS = 100_000_000  # 400 MB of pixels: past this a PNG is refused, not attempted
+PNG_ENCODERS = 2             # threads compressing PNGs while the GUI thread paints the next figure
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -60,14 +67,20 @@ def check_png_size(width: int | None = None, dpi: float | None = None) -> None:
         raise ValueError("choose --width or --dpi, not both")
 
 
+def default_png_scale(width: int, height: int) -> float:
+    """PNG pixels per page pixel when the user chose neither width nor DPI: DEFAULT_PNG_SCALE, less for a
+    page so large that it would pass DEFAULT_PNG_PIXELS, never below 1."""
+    return max(1.0, min(DEFAULT_PNG_SCALE, math.sqrt(DEFAULT_PNG_PIXELS / max(1, width * height))))
+
+
 def png_size(widget: QWidget, width: int | None = None, dpi: float | None = None) -> tuple[int, int, float]:
-    """(width, height, scale) of the PNG for this widget: `width` pixels, or `dpi`, or 2x on screen."""
+    """(width, height, scale) of the PNG for this widget: `width` pixels, or `dpi`, or default_png_scale."""
     check_png_size(width, dpi)
     source_w, source_h = max(1, widget.width()), max(1, widget.height())
     if width:
         scale = width / source_w
     else:
-        scale = (dpi / SCREEN_DPI) if dpi else DEFAULT_PNG_SCALE
+        scale = (dpi / SCREEN_DPI) if dpi else default_png_scale(source_w, source_h)
     out_w, out_h = max(1, round(source_w * scale)), max(1, round(source_h * scale))
     if out_w * out_h > MAX_PNG_PIXELS:
         raise ValueError(f"a {out_w} × {out_h} PNG is more than {MAX_PNG_PIXELS // 1_000_000} million pixels: "
@@ -103,7 +116,7 @@ def render_image(widget: QWidget, width: int | None = None, dpi: float | None = 
 
 
 def png_bytes(widget: QWidget, width: int | None = None, dpi: float | None = None) -> bytes:
-    """The widget as a PNG `width` pixels wide (or at `dpi`; default 2x on screen), aspect kept."""
+    """The widget as a PNG `width` pixels wide (or at `dpi`; default: default_png_scale), aspect kept."""
     return image_png_bytes(render_image(widget, width, dpi))
 
 
@@ -176,10 +189,11 @@ def trace_files(trace: Trace | None, formats: Iterable[str]) -> dict[str, bytes]
 
 def all_files(figures: Iterable[Figure], trace: Trace | None, formats: Iterable[str],
               width: int | None = None, dpi: float | None = None) -> dict[str, bytes]:
-    """Every figure's files plus the trace's; PNGs are compressed on a worker thread meanwhile."""
+    """Every figure's files plus the trace's; PNGs are compressed on worker threads meanwhile (two: while
+    this thread paints, one spare core compresses; at the end both finish the last PNGs)."""
     formats = tuple(formats)
     files: dict = {}
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="png-encoder") as encoder:
+    with ThreadPoolExecutor(max_workers=PNG_ENCODERS, thread_name_prefix="png-encoder") as encoder:
         for figure in figures:
             files.update(figure_files(figure, formats, width, dpi, encoder))
         files.update(trace_files(trace, formats))
@@ -192,7 +206,7 @@ def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[P
 
 
 def figure_mime_data(figure: Figure) -> QMimeData:
-    """The figure as the clipboard carries it: PNG (2x, for slides and chat) and SVG (for vector editors)."""
+    """The figure as the clipboard carries it: PNG (the default size, for slides and chat) and SVG (for vector editors)."""
     with on_page(figure) as page:
         image = render_image(page)
         svg = widget_svg_bytes(page, title=figure.name)

@@ -86,9 +86,11 @@ class ExportFigureDialog(QDialog):
 
     def _update_defaults(self) -> None:
         figure = self._figure()
+        page = laid_out_size(figure)
+        default_width = round(page.width() * export.default_png_scale(page.width(), page.height()))
         self.width_box.blockSignals(True)
         try:
-            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], round(laid_out_size(figure).width() * export.DEFAULT_PNG_SCALE)))
+            self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], default_width))
         finally:
             self.width_box.blockSignals(False)
         self.width_box.setEnabled(self._fmt() == "png")

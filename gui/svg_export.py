@@ -283,12 +283,13 @@ def _with_version_1_1(document: bytes) -> bytes:
 
 # The parts of QSvgGenerator's output that may change: groups (for the transform), a whole
 # <text>…</text>, images and shapes. Everything between them is copied as it is.
-_TOKEN = re.compile(rb"<g\b[^>]*>|</g>|<text\b[^>]*>.*?</text>|<image\b[^>]*>"
-                    rb"|<(?:rect|polyline|path|polygon|line|ellipse|circle)\b[^>]*>", re.DOTALL)
+_TOKEN = re.compile(rb"(<g\b[^>]*>)|(</g>)|(<text\b[^>]*>.*?</text>)|(<image\b[^>]*>)"
+                    rb"|(<(?:rect|polyline|path|polygon|line|ellipse|circle)\b[^>]*>)", re.DOTALL)
+_OPEN, _CLOSE, _TEXT, _IMAGE, _SHAPE = range(1, 6)   # which of _TOKEN's groups matched (Match.lastindex)
+_EMPTY_GROUP = re.compile(rb"<g\b[^>]*>\s*</g>")
 _ATTRIBUTE = re.compile(rb'([\w:-]+)="([^"]*)"')
 _MATRIX = re.compile(rb"matrix\(([^)]*)\)")
 _PAIR = re.compile(rb"(-?[0-9.]+(?:e[-+]?[0-9]+)?),(-?[0-9.]+(?:e[-+]?[0-9]+)?)")
-_SHAPES = (b"<rect", b"<polyline", b"<path", b"<polygon", b"<line", b"<ellipse", b"<circle")
 IDENTITY = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)   # SVG matrix(a, b, c, d, e, f)
 UPSCALED_IMAGE_PIXELS = 4_000_000           # a heatmap raster is enlarged up to this many pixels
 
@@ -305,32 +306,36 @@ def portable_svg(svg: bytes, pixels_per_point: float = 96.0 / 72.0) -> bytes:
     - shapes that draw nothing and groups left empty are dropped.
     One pass over the document; a group's matrix is worked out only when an element inside it needs it.
     """
+    svg = _EMPTY_GROUP.sub(b"", svg)   # half of QSvgGenerator's groups (one per state change) hold nothing
     out: list[bytes] = []
     groups = _OpenGroups()
     copied = 0
     for match in _TOKEN.finditer(svg):
-        between = svg[copied:match.start()]
-        out.append(between)
-        if not between.isspace() and between:
-            groups.drawn[-1] = True
-        copied = match.end()
-        token = match.group(0)
-        if token.startswith(b"<g"):
+        start, end = match.span()
+        if start != copied:
+            between = svg[copied:start]
+            out.append(between)
+            if not between.isspace():
+                groups.drawn[-1] = True
+        copied = end
+        kind = match.lastindex
+        token = match.group(kind)
+        if kind == _OPEN:
             groups.open(token, len(out))
             out.append(token)
             continue
-        if token == b"</g>":
+        if kind == _CLOSE:
             start, drawn = groups.close()
             if drawn:
                 out.append(token)
             else:   # nothing drawn inside: the group goes, and so may its parent
                 del out[start:]
             continue
-        if token.startswith(b"<text"):
+        if kind == _TEXT:
             token = _text_as_path(token, pixels_per_point)
-        elif token.startswith(b"<image"):
+        elif kind == _IMAGE:
             token = _crisp_image(token, groups.matrix())
-        elif token.startswith(_SHAPES):
+        else:
             if _draws_nothing(token, groups.paints[-1]):
                 continue
             if b'vector-effect="non-scaling-stroke"' in token:
@@ -438,8 +443,8 @@ def _fmt(value: float) -> bytes:
 def _baked_stroke(tag: bytes, m: tuple[float, ...]) -> bytes:
     """The same shape with coordinates in page space and transform = m⁻¹: it lands where it did, but its
     own user space is the page, so its stroke is page pixels wide whether or not vector-effect is honoured."""
-    inverse = _inverse(m)
-    if inverse is None:
+    transform = _inverse_transform(m)
+    if transform is None:
         return tag
     if tag.startswith(b"<rect"):
         attrs = _attributes(tag)
@@ -451,8 +456,25 @@ def _baked_stroke(tag: bytes, m: tuple[float, ...]) -> bytes:
         tag = b"<path " + kept + b' d="' + d + b'"/>'
     else:
         tag = _points_mapped(tag, m)
-    transform = b'transform="matrix(' + b",".join(f"{v:.9g}".encode() for v in inverse) + b')"'
-    return tag.replace(b"/>", b" " + transform + b"/>", 1) if tag.endswith(b"/>") else tag
+    return tag.replace(b"/>", transform + b"/>", 1) if tag.endswith(b"/>") else tag
+
+
+def _inverse_transform(m: tuple[float, ...]) -> bytes | None:
+    """' transform="matrix(m⁻¹)"', None when m has no inverse; made once per matrix (a plot's curve is
+    hundreds of two-point polylines under one)."""
+    transform = _INVERSE_TRANSFORMS.get(m, False)
+    if transform is False:
+        if len(_INVERSE_TRANSFORMS) >= _MAX_INVERSE_TRANSFORMS:
+            _INVERSE_TRANSFORMS.clear()
+        inverse = _inverse(m)
+        transform = None if inverse is None else (
+            b' transform="matrix(' + b",".join(f"{v:.9g}".encode() for v in inverse) + b')"')
+        _INVERSE_TRANSFORMS[m] = transform
+    return transform
+
+
+_INVERSE_TRANSFORMS: dict[tuple[float, ...], bytes | None] = {}
+_MAX_INVERSE_TRANSFORMS = 10_000
 
 
 def _points_mapped(tag: bytes, m: tuple[float, ...]) -> bytes:

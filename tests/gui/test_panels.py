@@ -104,7 +104,7 @@ def check_png(figure) -> None:
     assert abs(image.height() - expected_height) <= 1
     assert len(np.unique(pixels)) > 1, f"{figure.name}.png is a single colour"
     default, _ = image_pixels(export.figure_files(figure, ["png"])[f"{figure.name}.png"])
-    assert default.width() == round(2 * page.width())
+    assert default.width() == round(export.default_png_scale(page.width(), page.height()) * page.width())
 
 
 def check_svg(figure) -> None:

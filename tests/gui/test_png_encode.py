@@ -44,3 +44,12 @@ def test_figure_png_round_trips(qapp):
     pixels = np.ascontiguousarray(rng.integers(0, 256, (9, 13, 3), dtype=np.uint8))
     image = QImage(pixels.data, 13, 9, 13 * 3, QImage.Format.Format_RGB888).copy()
     assert (decoded_rgba(image_png_bytes(image))[:, :, :3] == pixels).all()
+
+
+def test_painted_figure_png_round_trips(qapp):
+    """The formats a figure is painted in (RGB32, premultiplied ARGB32) lose nothing on the way to RGB."""
+    rng = np.random.default_rng(3)
+    pixels = np.ascontiguousarray(rng.integers(0, 256, (9, 13, 3), dtype=np.uint8))   # asymmetric: no transposing
+    rgb = QImage(pixels.data, 13, 9, 13 * 3, QImage.Format.Format_RGB888).copy()
+    for painted in (QImage.Format.Format_RGB32, QImage.Format.Format_ARGB32_Premultiplied):
+        assert (decoded_rgba(image_png_bytes(rgb.convertToFormat(painted)))[:, :, :3] == pixels).all()
