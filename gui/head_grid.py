@@ -358,6 +358,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         title = self.title.sizeHint(Qt.SizeHint.PreferredSize, QSizeF()).height()
         return QSize(math.ceil(left + right), math.ceil(top + bottom + title + self.ci.layout.verticalSpacing()))
 
+    def height_for_rows(self, rows: int, width: int) -> int:
+        """The height that shows `rows` rows of thumbnails whole at `width` (thumbnails fill the width,
+        and never shrink below MIN_THUMBNAIL_PX: the area scrolls sideways then)."""
+        (left, top), (units_wide, _) = self._margins_px(), self._units()
+        thumb = max(MIN_THUMBNAIL_PX, (width - left - EDGE_PX - self._chrome_px().width()) / max(units_wide, 1e-9))
+        rows = min(rows, self.shape[0])
+        return math.ceil(top + thumb * (rows * (1 + GAP) - GAP) + EDGE_PX) + self._chrome_px().height()
+
     def content_size(self, thumb: float) -> QSizeF:
         """The pixels the view needs to show every thumbnail `thumb` pixels wide, with its names' margins."""
         (left, top), (width, height) = self._margins_px(), self._units()

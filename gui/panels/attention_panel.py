@@ -45,6 +45,8 @@ HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"
 HOVER_HINT = "Hover a cell for its weight and score; click it to select that query and key."
 ABLATE_CHOICES = (("zero", "zero"), ("mean", "its mean"))   # (Interventions.ablate_mode, shown)
 MIN_WIDTH_SLACK = 40   # px the head view's minimum width may exceed what its labels need
+DEEP_GRID_ROWS = 4       # rows of thumbnails a deep model's grid shows whole
+DEEP_GRID_SHARE = 0.6    # of the right-hand column, at most
 GRID_HINT = f"Badges: role score ≥ {BADGE_THRESHOLD:g} · switch off: corner box, right-click, or a layer's name"
 GRID_HELP = (f"Badges ({' · '.join(BADGES.values())}): a role the head scores ≥ {BADGE_THRESHOLD:g} on, on this "
              "sentence or on the probe; hover a thumbnail for its scores (the Head roles panel defines them). "
@@ -141,6 +143,8 @@ class AttentionPanel(Panel):
         right.addWidget(grid_box)
         right.addWidget(self.lines_scroll)
         right.setSizes([200, 360])   # proportions: a row of thumbnails, the head view below
+        self._right = right
+        self.grid.sigShapeChanged.connect(self._share_height_with_grid)
         content = QSplitter(Qt.Orientation.Horizontal)
         content.addWidget(matrix_box)
         content.addWidget(right)
@@ -152,6 +156,18 @@ class AttentionPanel(Panel):
         layout.addLayout(controls)
         layout.addWidget(content, 1)
         return page
+
+    def _share_height_with_grid(self) -> None:
+        """A deep model's grid gets the height of up to DEEP_GRID_ROWS rows of thumbnails (a box two rows
+        high hides the model's depth), at most DEEP_GRID_SHARE of the column; two layers keep 200 : 360."""
+        total = sum(self._right.sizes()) or 560
+        if self.grid.shape[0] <= 2:
+            grid_px = round(total * 200 / 560)
+        else:
+            wanted = self.grid.height_for_rows(DEEP_GRID_ROWS, self.grid_area.viewport().width()) + \
+                self.grid_help.sizeHint().height()
+            grid_px = min(wanted, round(DEEP_GRID_SHARE * total))
+        self._right.setSizes([grid_px, total - grid_px])
 
     def _build_matrix(self) -> pg.GraphicsLayoutWidget:
         view = pg.GraphicsLayoutWidget()
