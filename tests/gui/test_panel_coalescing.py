@@ -1,10 +1,14 @@
 """Store-then-draw: a panel posted to stores the newest trace and selection and draws them once per
-frame; flush() draws them now. Counts draws, never times."""
+frame; flush() draws them now. The frame clock's leading edge: posted to while idle, panels draw at
+the event loop's next pass (no timer, before the paint Qt has pending); posted to again within a
+frame, they wait for its end and draw the newest trace once. Counts draws, never times."""
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import QCoreApplication
 from PySide6.QtWidgets import QLabel
 
+from gui.panels import base
 from gui.panels.base import Panel
 from gui.selection import Selection
 from tests.gui.qt_helpers import settled, type_text
@@ -112,3 +116,33 @@ def test_settled_leaves_no_panel_with_a_posted_draw(qtbot, make_window):
     qtbot.waitUntil(lambda: settled(window, SENTENCES[1]), timeout=20000)
     assert not any(panel.has_posted() for panel in window.panels)
     assert window.panel("tokens").chips.chip_count() == window.controller.trace.n_tokens
+
+
+def drawn(panel) -> list:
+    """The traces the panel drew, in order."""
+    return [trace for trace, _ in panel.draws]
+
+
+def test_an_idle_clock_draws_at_the_next_pass_of_the_event_loop(qtbot, show, traces):
+    panel = show(CountingPanel())
+    qtbot.wait(50)   # more than a frame since any earlier draw: the clock is idle
+    panel.post_trace(traces[0], Selection())
+    panel.post_trace(traces[1], Selection())   # the same pass: drawn together with the first
+    assert drawn(panel) == []
+    QCoreApplication.sendPostedEvents()        # one pass over the posted events, no timer
+    assert drawn(panel) == [traces[1]] and not panel.has_posted()
+
+
+def test_posts_within_a_frame_wait_for_its_end_and_draw_the_newest_once(qtbot, show, traces, monkeypatch):
+    monkeypatch.setattr(base, "FRAME_S", 0.3)   # a long frame, so that the next posts surely fall inside it
+    panel = show(CountingPanel())
+    qtbot.wait(350)
+    panel.post_trace(traces[0], Selection())
+    QCoreApplication.sendPostedEvents()
+    assert drawn(panel) == [traces[0]]
+    panel.post_trace(traces[1], Selection())
+    panel.post_trace(traces[2], Selection())
+    QCoreApplication.sendPostedEvents()
+    assert drawn(panel) == [traces[0]] and panel.has_posted()   # inside the frame: waiting
+    qtbot.waitUntil(lambda: not panel.has_posted(), timeout=5000)
+    assert drawn(panel) == [traces[0], traces[2]]
