@@ -28,6 +28,7 @@ from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import field_difference, first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
+from core.trace_fields import first_logits_row
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
 M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter (malloc.h)
@@ -51,13 +52,6 @@ def plan_outputs(config: ModelConfig, fields) -> tuple[list[str] | None, bool]:
     if fields is None:
         return None, False
     return select_outputs(config.num_hidden_layers, fields)
-
-
-def first_logits_row(wanted: list[str] | None, last_only: bool, n_tokens: int) -> int:
-    """The first position whose logits a run computes: T x V is the largest output of a real vocabulary."""
-    if wanted is not None and "logits" not in wanted:
-        return n_tokens  # no row at all
-    return n_tokens - 1 if last_only else 0
 
 
 def run_context(bundle: Bundle, wanted: list[str] | None, last_only: bool) -> int:
@@ -141,7 +135,7 @@ class NumpyRunner:
         iv = resolve_interventions(head_mask, expert_override, interventions)
         wanted, last_only = plan_outputs(cfg, fields)
         ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
-        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
+        logits_from = first_logits_row(fields, ids.shape[0])
         start = time.perf_counter()
         with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
             result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv,
@@ -205,7 +199,7 @@ class OnnxRunner:
         iv = resolve_interventions(head_mask, expert_override, interventions)
         wanted, last_only = plan_outputs(cfg, fields)
         ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
-        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
+        logits_from = first_logits_row(fields, ids.shape[0])
         feeds = self._feeds(ids, iv)
         if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
             feeds["logits_from"] = np.array(logits_from, np.int64)
