@@ -13,10 +13,10 @@ are after the per-head q/k RMSNorm where the model has one (Qwen3), before RoPE.
 A partial trace (``Runner.run(ids, fields=...)``, for models too large to keep everything) holds
 only the requested outputs; the others are None and ``fields`` names what is there. The name
 "logits.last" asks for the last position's logits alone: ``logits`` is then [1, V] and
-``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r); "logits.from.N" for
-positions N..T-1. A partial run may also ask
-for the attention grid's summaries of a layer (core.attention_summary: ``attn_thumb``, ``attn_top``)
-instead of its [H, T, T] ``attn``; a full trace has none (they are computed from ``attn``).
+``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r); "logits.from.N" asks for
+positions N..T-1. A partial run may also ask for the attention grid's summaries of a layer
+(core.attention_summary: ``attn_thumb``, ``attn_top``) instead of its [H, T, T] ``attn``; a full trace
+has none (they are computed from ``attn``).
 """
 from __future__ import annotations
 

@@ -150,10 +150,10 @@ def probe_scores(runners: Runners, *, checkpoint: Checkpoint = no_checkpoint):
 
 
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
-                 checkpoint: Checkpoint = no_checkpoint) -> list[int]:
-    """Append n sampled tokens, never past the model's context; stoppable between tokens."""
+                 context: int | None = None, checkpoint: Checkpoint = no_checkpoint) -> list[int]:
+    """Append n sampled tokens, never past `context` (default: Bundle.context); stoppable between tokens."""
     runner = runners.get("onnx" if backend == "both" else backend)
-    context = runners.bundle.context
+    context = runners.bundle.context if context is None else context
 
     def next_logits(so_far: list[int]):
         checkpoint()
@@ -471,7 +471,7 @@ class Controller(QObject):
             self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)),
                                 push_undo=True)
 
-        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings), done,
+        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings, context=self.context), done,
                           self._report_error, lambda: generation != self.generation))
 
     # ------------------------------------------------------------ running
