@@ -193,7 +193,7 @@ def painted_after_trace(app, log, arrived: list[float], ready, panels: set[str],
     while time.perf_counter() < deadline:
         app.processEvents()
         if ready() and arrived:
-            painted = log.since(arrived[-1])
+            painted = {name: when for name, (when, _cpu) in log.since(arrived[-1]).items()}
             if panels <= painted.keys() and time.perf_counter() - max(painted.values()) >= QUIET_S:
                 return max(painted.values())
         time.sleep(0.0005)

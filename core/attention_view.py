@@ -12,7 +12,8 @@ from typing import Sequence
 import numpy as np
 
 from core.attention_summary import summaries
-from core.head_roles import ROLE_NAMES, HeadRoles, role_evidence, sentence_roles
+from core import role_badges
+from core.head_roles import HeadRoles
 from core.raw_export import csv_text, matrix_csv_text
 from core.trace import Trace
 
@@ -62,12 +63,8 @@ def _summary(layer, name: str) -> np.ndarray:
 
 
 def sentence_roles_held(trace: Trace) -> HeadRoles:
-    """Every head's role scores on the sentence (core.head_roles); unknown (NaN) where the trace does not
-    hold every layer's attention (a big model's partial run: the badges then come from the probe)."""
-    if all(layer.attn is not None for layer in trace.layers):
-        return sentence_roles(trace)
-    return HeadRoles(np.full((trace.num_layers, trace.num_heads, len(ROLE_NAMES)), np.nan),
-                     role_evidence(trace.input_ids))
+    """Every head's role scores on the sentence, from what a partial trace holds (core.role_badges)."""
+    return role_badges.sentence_roles_held(trace)
 
 
 def attention_fields(layer: int) -> tuple[str, ...]:

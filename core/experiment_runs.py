@@ -38,8 +38,8 @@ class AblatedRunner:
     def __init__(self, runner, ablations: Interventions) -> None:
         self.runner, self.ablations, self.bundle = runner, ablations, runner.bundle
 
-    def run(self, ids, *, interventions: Interventions | None = None):
-        return self.runner.run(ids, interventions=with_ablations(self.ablations, interventions))
+    def run(self, ids, *, interventions: Interventions | None = None, fields=None):
+        return self.runner.run(ids, interventions=with_ablations(self.ablations, interventions), fields=fields)
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         return self.runner.run_logits(ids, with_ablations(self.ablations, interventions))

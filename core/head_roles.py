@@ -149,5 +149,6 @@ def probe_roles(runner, n_repeats: int = PROBE_REPEATS, seed: int = PROBE_SEED) 
     cfg = bundle.config
     probes = induction_probes(bundle.tokenizer, cfg.vocab_size, probe_period(cfg.max_position_embeddings),
                               n_repeats, seed)
-    scores = np.mean([score_roles(stacked_attention(runner.run(ids)), ids) for ids in probes], axis=0)
+    scores = np.mean([score_roles(stacked_attention(runner.run(ids, fields=("attn",))), ids)   # all it reads
+                      for ids in probes], axis=0)
     return HeadRoles(scores, role_evidence(probes[0]))

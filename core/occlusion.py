@@ -19,6 +19,7 @@ import numpy as np
 
 from core.runners import Runner
 from core.trace import Trace
+from core.trace_fields import logits_from
 
 REMOVE = -1  # baseline_id meaning "take the token out" rather than "put another token in its place"
 
@@ -51,13 +52,24 @@ def attention_rollout(attentions: list[np.ndarray]) -> np.ndarray:  # L x [H, T,
     return rollout
 
 
+def check_position(n_tokens: int, position: int | None) -> int:
+    """Default and validate the position: the last token."""
+    position = n_tokens - 1 if position is None else int(position)
+    if not 0 <= position < n_tokens:
+        raise ValueError(f"position {position} is outside the text: positions 0-{n_tokens - 1}")
+    return position
+
+
+def occlusion_fields(position: int) -> tuple[str, ...]:
+    """What occlude reads of the sentence's own run: every layer's attention (the rollout), the logits at P."""
+    return ("attn", logits_from(position))
+
+
 def check_prediction(trace: Trace, position: int | None, target: int | None) -> tuple[int, int]:
     """Default and validate (position, target): the last token and the model's top prediction there."""
-    t, vocab = trace.n_tokens, trace.config.vocab_size
-    position = t - 1 if position is None else int(position)
-    if not 0 <= position < t:
-        raise ValueError(f"position {position} is outside the text: positions 0-{t - 1}")
-    target = int(np.argmax(trace.logits[position])) if target is None else int(target)
+    vocab = trace.config.vocab_size
+    position = check_position(trace.n_tokens, position)
+    target = int(np.argmax(trace.logits_at(position))) if target is None else int(target)
     if not 0 <= target < vocab:
         raise ValueError(f"target id {target} is outside the vocabulary: ids 0-{vocab - 1}")
     return position, target
@@ -75,7 +87,8 @@ def occlude(runner: Runner, ids, position: int | None = None, target: int | None
             baseline_id: int = REMOVE) -> Occlusion:
     """Occlusion and rollout for the prediction at `position` of `target` (defaults: last token, top prediction)."""
     ids = np.asarray(ids, np.int64)
-    trace = runner.run(ids)
+    position = check_position(ids.shape[0], position)
+    trace = runner.run(ids, fields=occlusion_fields(position))
     position, target = check_prediction(trace, position, target)
     vocab = trace.config.vocab_size
     if baseline_id != REMOVE and not 0 <= baseline_id < vocab:

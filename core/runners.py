@@ -9,15 +9,18 @@ Interventions are arguments of a run, never edits of an old Trace:
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import threading
 import time
 from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
+import core.bundle as bundles   # MAX_TRACE_BYTES read at each call: the tests lower it
 from core import model as reference
-from core.bundle import DATA_FILE, Bundle, analysed_context
+from core.bundle import DATA_FILE, Bundle, trace_bytes
 from core.attention_summary import SUMMARY_FIELDS
 from core.onnx_export import (GATES_INPUT, SWEEP_OUTPUT, build_sweep_model, gated_outputs, output_gates,
                                patches_as_plain_inputs, with_attention_summaries)
@@ -25,6 +28,7 @@ from core.config import ModelConfig
 from core.interventions import PATCHES, Interventions
 from core.parity import field_difference, first_disagreement
 from core.trace import LAYER_FIELDS, Trace, output_names, select_outputs
+from core.trace_fields import first_logits_row
 
 DRY_RUN_TOKENS = 8  # enough for RoPE and the causal mask to matter; ~0.2 s with the session
 M_MMAP_THRESHOLD = -3        # glibc's mallopt parameter (malloc.h)
@@ -50,16 +54,34 @@ def plan_outputs(config: ModelConfig, fields) -> tuple[list[str] | None, bool]:
     return select_outputs(config.num_hidden_layers, fields)
 
 
-def first_logits_row(wanted: list[str] | None, last_only: bool, n_tokens: int) -> int:
-    """The first position whose logits a run computes: T x V is the largest output of a real vocabulary."""
-    if wanted is not None and "logits" not in wanted:
-        return n_tokens  # no row at all
-    return n_tokens - 1 if last_only else 0
-
-
 def run_context(bundle: Bundle, wanted: list[str] | None, last_only: bool) -> int:
     """How many tokens a run may take: Bundle.context for a full trace, more for a partial one that fits."""
-    return bundle.context if wanted is None else analysed_context(bundle.config, wanted, last_only)
+    if wanted is None:
+        return bundle.context
+    return _partial_context(bundle.config, tuple(wanted), last_only, bundles.MAX_TRACE_BYTES)
+
+
+def fields_context(bundle: Bundle, fields) -> int:
+    """How many tokens a run keeping `fields` (Runner.run's request; None: every field) may take."""
+    return run_context(bundle, *plan_outputs(bundle.config, fields))
+
+
+def working_bytes(config: ModelConfig, n_tokens: int) -> int:
+    """What a run holds beside the outputs it keeps, at its largest: one layer's scores and probabilities
+    [H, T, T], which every layer computes whether they are kept or not."""
+    return 2 * 4 * config.num_attention_heads * n_tokens * n_tokens
+
+
+@functools.lru_cache(maxsize=64)  # every run asks; the search costs a few ms on a 30-layer model
+def _partial_context(config: ModelConfig, wanted: tuple[str, ...], last_only: bool, budget: int) -> int:
+    """The most tokens (up to the model's own context) whose kept outputs and working arrays together stay
+    within the trace budget: past that a partial run would not fit in memory either."""
+    lo, hi = 1, config.max_position_embeddings
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        fits = trace_bytes(config, mid, list(wanted), last_only) + working_bytes(config, mid) <= budget
+        lo, hi = (mid, hi) if fits else (lo, mid - 1)
+    return lo
 
 
 def check_interventions(config: ModelConfig, ids, interventions: Interventions,
@@ -83,8 +105,9 @@ def _check_ids(config: ModelConfig, ids, context: int) -> np.ndarray:
     t = ids.shape[0]
     if t == 0:
         raise ValueError("nothing to run: the text has no tokens")
-    if t > context:  # Bundle.context: the model's, or less where one full trace would not fit in memory
-        raise ValueError(f"{t} tokens is past the {context} tokens this model analyses at once")
+    if t > context:  # the model's context, or less where the run would not fit in memory (run_context)
+        raise ValueError(f"{t} tokens is past the {context} tokens this model analyses at once"
+                         + ("" if context == config.max_position_embeddings else " (more would not fit in memory)"))
     if ids.min() < 0 or ids.max() >= config.vocab_size:
         raise ValueError(f"token ids must lie in [0, {config.vocab_size})")
     return ids
@@ -112,7 +135,7 @@ class NumpyRunner:
         iv = resolve_interventions(head_mask, expert_override, interventions)
         wanted, last_only = plan_outputs(cfg, fields)
         ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
-        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
+        logits_from = first_logits_row(fields, ids.shape[0])
         start = time.perf_counter()
         with np.errstate(all="ignore"):  # overflow and NaN are data a Trace carries, shown by the panels
             result = reference.forward(ids, self.bundle.weights, cfg, interventions=iv,
@@ -128,7 +151,8 @@ class NumpyRunner:
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without assembling a Trace."""
-        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(),
+                                      fields_context(self.bundle, ["logits"]))
         return reference.forward(ids, self.bundle.weights, self.bundle.config, interventions=iv)["logits"]
 
     def run_patch_batch(self, ids, interventions: Interventions, patch: str,
@@ -162,6 +186,10 @@ class OnnxRunner:
         layers = bundle.config.num_hidden_layers
         self._graph, self._patch_defaults = patches_as_plain_inputs(
             gated_outputs(with_attention_summaries(bundle.model_bytes, layers), layers), str(bundle.path))
+        # One runner serves the app's model worker and its experiment worker: onnxruntime's run() is
+        # thread-safe, so they share the sessions (a real model's packed weights are 1.5 GB a session);
+        # the lock only keeps two threads from building or dropping a session at once.
+        self._lock = threading.Lock()
         self._session = None if self._one_session else self._new_session(self._graph, self._trace_options)
         self._sweep = None  # the batched graph of core.onnx_export.build_sweep_model, built on first use
 
@@ -171,7 +199,7 @@ class OnnxRunner:
         iv = resolve_interventions(head_mask, expert_override, interventions)
         wanted, last_only = plan_outputs(cfg, fields)
         ids, iv = check_interventions(cfg, ids, iv, run_context(self.bundle, wanted, last_only))
-        logits_from = first_logits_row(wanted, last_only, ids.shape[0])
+        logits_from = first_logits_row(fields, ids.shape[0])
         feeds = self._feeds(ids, iv)
         if "logits_from" in self._inputs:  # bundles exported before it compute every row; the runner then cuts
             feeds["logits_from"] = np.array(logits_from, np.int64)
@@ -189,7 +217,8 @@ class OnnxRunner:
 
     def run_logits(self, ids, interventions: Interventions | None = None) -> np.ndarray:  # [T] -> [T, V]
         """Only the logits of a run: what a sweep reads, without copying out every other output."""
-        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(), self.bundle.context)
+        ids, iv = check_interventions(self.bundle.config, ids, interventions or Interventions(),
+                                      fields_context(self.bundle, ["logits"]))
         feeds = {**self._patch_defaults, **self._feeds(ids, iv),
                  GATES_INPUT: output_gates(self.bundle.config.num_hidden_layers, [])}
         return self._full_session().run(["logits"], feeds)[0][0]
@@ -240,17 +269,19 @@ class OnnxRunner:
                                     disabled_optimizers=["GatherSliceToSplitFusion"])
 
     def _full_session(self):
-        if self._session is None:
-            self._sweep = None
-            self._session = self._new_session(self._graph, self._trace_options)
-        return self._session
+        with self._lock:
+            if self._session is None:
+                self._sweep = None
+                self._session = self._new_session(self._graph, self._trace_options)
+            return self._session
 
     def _sweep_session(self):
-        if self._sweep is None:
-            if self._one_session:
-                self._session = None
-            self._sweep = self._new_session(build_sweep_model(self.bundle.config, self.bundle.model_bytes))
-        return self._sweep
+        with self._lock:
+            if self._sweep is None:
+                if self._one_session:
+                    self._session = None
+                self._sweep = self._new_session(build_sweep_model(self.bundle.config, self.bundle.model_bytes))
+            return self._sweep
 
 
 def _priority_order():

@@ -13,9 +13,10 @@ are after the per-head q/k RMSNorm where the model has one (Qwen3), before RoPE.
 A partial trace (``Runner.run(ids, fields=...)``, for models too large to keep everything) holds
 only the requested outputs; the others are None and ``fields`` names what is there. The name
 "logits.last" asks for the last position's logits alone: ``logits`` is then [1, V] and
-``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r). A partial run may also ask
-for the attention grid's summaries of a layer (core.attention_summary: ``attn_thumb``, ``attn_top``)
-instead of its [H, T, T] ``attn``; a full trace has none (they are computed from ``attn``).
+``logits_from`` is T - 1 (row r of ``logits`` is position logits_from + r); "logits.from.N" asks for
+positions N..T-1. A partial run may also ask for the attention grid's summaries of a layer
+(core.attention_summary: ``attn_thumb``, ``attn_top``) instead of its [H, T, T] ``attn``; a full trace
+has none (they are computed from ``attn``).
 """
 from __future__ import annotations
 
@@ -71,6 +72,7 @@ def _frozen(a: np.ndarray | None) -> np.ndarray | None:
 
 
 LAST_LOGITS = "logits.last"
+LOGITS_FROM = "logits.from."   # "logits.from.N": the logits of positions N..T-1 (core.trace_fields.logits_from)
 
 
 def select_outputs(num_layers: int, fields) -> tuple[list[str], bool]:
@@ -79,18 +81,21 @@ def select_outputs(num_layers: int, fields) -> tuple[list[str], bool]:
     every = output_names(num_layers) + summary_names(num_layers)
     per_layer = {name for name, _, _ in LAYER_FIELDS + SUMMARY_FIELDS}
     chosen: set[str] = set()
-    last_only = False
+    last_only = rows_from = False
     for name in fields:
         if name == LAST_LOGITS:
             chosen.add("logits")
             last_only = True
+        elif name.startswith(LOGITS_FROM) and name[len(LOGITS_FROM):].isdigit():
+            chosen.add("logits")
+            rows_from = True
         elif name in per_layer:
             chosen.update(f"layers.{l}.{name}" for l in range(num_layers))
         elif name in every:
             chosen.add(name)
         else:
             raise ValueError(f"unknown trace field {name!r}")
-    last_only = last_only and "logits" not in fields
+    last_only = last_only and "logits" not in fields and not rows_from
     return [n for n in every if n in chosen], last_only
 
 

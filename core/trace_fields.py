@@ -5,7 +5,7 @@ every field. Qt-free: the controller chooses what to run with it, the panels say
 """
 from __future__ import annotations
 
-from core.trace import LAYER_FIELDS, Trace, select_outputs
+from core.trace import LAST_LOGITS, LAYER_FIELDS, LOGITS_FROM, Trace, select_outputs
 
 
 def trace_holds(trace: Trace, wanted) -> bool:
@@ -14,10 +14,27 @@ def trace_holds(trace: Trace, wanted) -> bool:
         return True
     if wanted is None:
         return False
-    names, last_only = select_outputs(trace.num_layers, wanted)
+    names, _ = select_outputs(trace.num_layers, wanted)
     if not set(names) <= trace.fields:
         return False
-    return last_only or "logits" not in names or trace.logits_from == 0   # all rows of logits, not one
+    return "logits" not in names or trace.logits_from <= first_logits_row(wanted, trace.n_tokens)
+
+
+def logits_from(position: int) -> str:
+    """The request for the logits of positions `position`..T-1: what reading one earlier row costs."""
+    return f"{LOGITS_FROM}{int(position)}"
+
+
+def first_logits_row(wanted, n_tokens: int) -> int:
+    """The first position whose logits a request keeps (T x V is a big vocabulary's largest output): 0 for
+    every field or "logits", the smallest N of "logits.from.N" (at most T - 1), T - 1 for "logits.last"
+    alone, T for a request without logits."""
+    if wanted is None:
+        return 0
+    rows = [0 if name == "logits" else n_tokens - 1 if name == LAST_LOGITS
+            else min(int(name[len(LOGITS_FROM):]), n_tokens - 1)
+            for name in wanted if name in ("logits", LAST_LOGITS) or name.startswith(LOGITS_FROM)]
+    return min(rows, default=n_tokens)
 
 
 def union_of_requests(requests) -> frozenset[str] | None:
@@ -35,9 +52,9 @@ def widened(trace: Trace, wanted) -> frozenset[str] | None:
     if wanted is None or trace.fields is None:
         return None
     held = set(trace.fields)
-    if "logits" in held and trace.logits_from:   # it holds the last row only: keep asking for that
+    if "logits" in held and trace.logits_from:   # it holds the later rows only: keep asking for those
         held.discard("logits")
-        held.add("logits.last")
+        held.add(logits_from(trace.logits_from))
     return frozenset(held | set(wanted))
 
 

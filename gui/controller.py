@@ -3,8 +3,9 @@
 All model work happens on one worker thread, so the UI never waits for a forward pass, a
 tokenization, a bundle load or a file write. Jobs run one at a time, in order; only plain data
 (Trace, Runners, lists of paths) comes back, through queued signals, to the main thread.
-Experiments (patching sweeps, occlusion, the head-roles probe) have a second worker of their own
-with its own runners, so a keystroke during a long sweep is analysed at once (`run_experiment`).
+Experiments (patching sweeps, occlusion, the head-roles probe) have a second worker of their own,
+so a keystroke during a long sweep is analysed at once (`run_experiment`); both use the same runners
+(one onnxruntime session: a real model's packed weights would otherwise be held twice).
 
 Stale results: every change of what should be shown (a keystroke, an append, a new bundle...)
 bumps `generation`. A job remembers the generation it was made for; once that is no longer
@@ -32,7 +33,7 @@ from core.bundle import Bundle, load_bundle, trace_bytes
 from core.experiment_runs import AblatedRunner, ablations_only, with_ablations
 from core.interventions import Interventions
 from core.head_roles import probe_roles
-from core.runners import NumpyRunner, OnnxRunner, Runner, max_difference
+from core.runners import NumpyRunner, OnnxRunner, Runner, fields_context, max_difference
 from core.sampling import SamplingSettings, generate
 from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
                           run_prepared, text_of_ids)
@@ -76,16 +77,18 @@ class RunResult:
 
 
 class Runners:
-    """The bundle's runners, built on first use. Only the worker thread calls `get`."""
+    """The bundle's runners, built on first use, shared by the model and experiment workers."""
 
     def __init__(self, bundle: Bundle) -> None:
         self.bundle = bundle
         self._made: dict[str, Runner] = {}
+        self._lock = threading.Lock()   # both workers may ask first: one runner (one session) is built
 
     def get(self, name: str) -> Runner:
-        if name not in self._made:
-            self._made[name] = OnnxRunner(self.bundle) if name == "onnx" else NumpyRunner(self.bundle)
-        return self._made[name]
+        with self._lock:
+            if name not in self._made:
+                self._made[name] = OnnxRunner(self.bundle) if name == "onnx" else NumpyRunner(self.bundle)
+            return self._made[name]
 
 
 def _needed(backend: str) -> tuple[str, ...]:
@@ -94,19 +97,19 @@ def _needed(backend: str) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- work done on the worker thread
 
-def prepare_state(runners: Runners, state: SentenceState) -> Prepared | None:
-    """Tokenize once per run: the text cut to the context, or the traced tokenization of ids (None: they do
-    not round-trip, and are labelled from the vocabulary)."""
+def prepare_state(runners: Runners, state: SentenceState, fields=None) -> Prepared | None:
+    """Tokenize once per run: the text cut to the context a run keeping `fields` may take, or the traced
+    tokenization of ids (None: they do not round-trip, and are labelled from the vocabulary)."""
     bundle = runners.bundle
     if state.ids is not None:
         return prepare_ids(bundle.tokenizer, state.ids, state.text)
-    return prepare_text(bundle.tokenizer, state.text, bundle.context)
+    return prepare_text(bundle.tokenizer, state.text, fields_context(bundle, fields))
 
 
 def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
                      checkpoint: Checkpoint = no_checkpoint, **interventions) -> RunResult:
     """One analysis of `state`. "both" runs ONNX and NumPy on the same tokens and measures their difference."""
-    prepared = prepare_state(runners, state)
+    prepared = prepare_state(runners, state, interventions.get("fields"))
 
     def once(name: str) -> Trace:
         checkpoint()
@@ -147,10 +150,10 @@ def probe_scores(runners: Runners, *, checkpoint: Checkpoint = no_checkpoint):
 
 
 def generate_ids(runners: Runners, backend: str, ids: list[int], n: int, settings: SamplingSettings, *,
-                 checkpoint: Checkpoint = no_checkpoint) -> list[int]:
-    """Append n sampled tokens, never past the model's context; stoppable between tokens."""
+                 context: int | None = None, checkpoint: Checkpoint = no_checkpoint) -> list[int]:
+    """Append n sampled tokens, never past `context` (default: Bundle.context); stoppable between tokens."""
     runner = runners.get("onnx" if backend == "both" else backend)
-    context = runners.bundle.context
+    context = runners.bundle.context if context is None else context
 
     def next_logits(so_far: list[int]):
         checkpoint()
@@ -329,7 +332,6 @@ class Controller(QObject):
         self._mailbox.sigSkipped.connect(self._on_skipped)
         self._worker = _Worker(self._mailbox)
         self._experiments = _Worker(self._mailbox, EXPERIMENT_WORKER_NAME)   # see run_experiment
-        self._experiment_runners: Runners | None = None
         self._probe: tuple[Bundle, Any] | None = None    # (bundle, its HeadRoles on the probe)
         self._probe_asked: Bundle | None = None          # the bundle whose probe is running
         self._probe_waiting: list = []                   # panels that asked for it
@@ -349,7 +351,9 @@ class Controller(QObject):
 
     @property
     def context(self) -> int:
-        return self.bundle.context
+        """The tokens a sentence may have: the model's context where a partial run of what the panels on
+        screen read fits in memory (a big model), else Bundle.context (sized for a full trace)."""
+        return fields_context(self.bundle, self.fields_to_run())
 
     def is_running(self) -> bool:
         """Whether a worker thread is alive (False once shutdown has joined them)."""
@@ -467,7 +471,7 @@ class Controller(QObject):
             self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)),
                                 push_undo=True)
 
-        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings), done,
+        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings, context=self.context), done,
                           self._report_error, lambda: generation != self.generation))
 
     # ------------------------------------------------------------ running
@@ -507,6 +511,11 @@ class Controller(QObject):
     def _rerun_shown(self, fields, on_done: Callable[[], None] | None = None) -> None:
         """Run the sentence shown again keeping `fields` and show that (unless typing or a newer trace wins)."""
         trace, state, generation = self.trace, self._shown, self.generation
+        fits = fields_context(self.bundle, fields)
+        if trace is not None and trace.n_tokens > fits:   # re-run, the text would be cut: refuse instead
+            self.sigError.emit(f"the panels on screen need more than fits in memory for {trace.n_tokens} tokens "
+                               f"of this model (at most {fits}): shorten the sentence or close a panel")
+            return
 
         def show(result: RunResult) -> None:
             self._show(result.trace, result.parity, result.reference)
@@ -771,10 +780,8 @@ class Controller(QObject):
         QTimer.singleShot(0, self, lambda: self._submit_experiment(job))
 
     def _runners_for_experiments(self) -> Runners:
-        """Runners of the current bundle that only the experiment worker uses (Runners.get is one thread's)."""
-        if self._experiment_runners is None or self._experiment_runners.bundle is not self.bundle:
-            self._experiment_runners = Runners(self.bundle)
-        return self._experiment_runners
+        """The current bundle's runners: the sentence's session serves the experiments too (run() is thread-safe)."""
+        return self._runners
 
     def _submit_experiment(self, job: _Job) -> None:
         job_id = next(self._job_ids)

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushBu
 
 from core import routing
 from core.routing_view import WhatIfComparison, whatif_comparison
-from core.trace import Trace
+from core.trace import LAST_LOGITS, Trace
+from core.trace_fields import logits_from
 from gui.qt_signals import qt_signals_blocked
 from gui.text_fit import elide
 
@@ -31,6 +32,13 @@ def expert_list(ids) -> str:
     for e in ids:
         counts[int(e)] = counts.get(int(e), 0) + 1
     return ", ".join(f"expert {e}" + (f" ×{n}" if n > 1 else "") for e, n in counts.items())
+
+
+def whatif_fields(layer: int, position: int | None) -> tuple[str, ...]:
+    """What the what-if reads of its two runs (the panel's own, before, and the forced one, after): every
+    layer's expert choices (which later routing changed), the layer's weights, the logits at the token
+    (None: the last)."""
+    return ("expert_ids", f"layers.{layer}.expert_weights", LAST_LOGITS if position is None else logits_from(position))
 
 
 def quoted(trace: Trace, position: int) -> str:
@@ -156,7 +164,7 @@ class WhatIfView(QGroupBox):
         l, t = request.layer, request.position
         old_ids, new_ids = before.layers[l].expert_ids[t], after.layers[l].expert_ids[t]
         per_expert = routing.weight_matrix(new_ids[None], after.layers[l].expert_weights[t][None],
-                                           after.layers[l].router_probs.shape[1])[0]  # [E]
+                                           after.config.num_local_experts)[0]  # [E]
         how = "as its only expert" if request.only_this_expert else "in place of its first choice"
         used = ", ".join(f"expert {e} ({per_expert[e]:.2f})" for e in dict.fromkeys(int(e) for e in new_ids))
         text = (f"<b>Forced</b>: token {html.escape(quoted(before, t))}, layer {l} → <b>expert {request.expert}</b> "

@@ -21,7 +21,7 @@ from core.trace_fields import of_layer
 from gui import figure_pages as pages
 from gui.expert_load_bars import ExpertLoadBars
 from gui.fill_scroll_area import FillScrollArea
-from gui.moe_whatif import WhatIfRequest, WhatIfResult, WhatIfView, expert_list, quoted
+from gui.moe_whatif import WhatIfRequest, WhatIfResult, WhatIfView, expert_list, quoted, whatif_fields
 from gui.panels.base import Figure, Panel
 from gui.router_heatmaps import RouterView
 
@@ -40,9 +40,9 @@ class MoePanel(Panel):
     object_name = "moe"
 
     @property
-    def fields(self) -> tuple[str, ...]:   # the selected layer's routing; every row of logits for the what-if
+    def fields(self) -> tuple[str, ...]:   # the selected layer's routing, and what the what-if reads
         return of_layer(self.selection.layer, ("router_logits", "router_probs", "expert_ids", "expert_weights")) + (
-            "logits",)
+            whatif_fields(self.selection.layer, self.selection.query))
     empty_text = "Type a sentence to see which experts the router sends each token to."
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -203,7 +203,7 @@ class MoePanel(Panel):
         self.pending = WhatIfRequest(layer, position, expert, only, override, trace)
         self._draw_whatif()
         self.sigRequestVariant.emit(WHATIF_TAG, {"expert_override": override, "head_mask": np.array(trace.head_mask),
-                                                "fields": ("logits",)})   # what the comparison reads
+                                                "fields": whatif_fields(layer, position)})
 
     def set_variant(self, tag: str, trace: Trace | None) -> None:
         if tag != WHATIF_TAG or self.pending is None:

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxL
 from core.experiment_runs import next_token_change
 from core.raw_export import csv_text
 from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
+from core.trace_fields import logits_from
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
 from gui.figure_frame import scrolling
@@ -46,9 +47,10 @@ class NextTokenPanel(Panel):
     object_name = "next_token"
 
     @property
-    def fields(self) -> tuple[str, ...]:   # the last row of logits; every row while an earlier query is selected
+    def fields(self) -> tuple[str, ...]:   # the last row of logits; the rows from an earlier query selected
         query, trace = self.selection.query, self.trace
-        return ("logits.last",) if query is None or (trace is not None and query >= trace.n_tokens - 1) else ("logits",)
+        return ("logits.last",) if query is None or (trace is not None and query >= trace.n_tokens - 1) else (
+            logits_from(query),)
     empty_text = "No sentence yet: type one in the sentence bar to see what the model predicts next."
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -295,12 +295,12 @@ def test_a_bundle_that_loads_but_cannot_run_keeps_the_old_model(qtbot, make_wind
 
 
 def test_a_backend_that_cannot_start_keeps_the_old_one(qtbot, window, monkeypatch):
-    type_text(qtbot, window, ENGLISH)
-
     def no_onnx(bundle):
         raise RuntimeError("Failed to load model: custom op 'Glassbox.Mystery' is not registered")
 
+    # before the first sentence: the head-roles probe would build the (shared) ONNX runner on its worker
     monkeypatch.setattr(controller_module, "OnnxRunner", no_onnx)
+    type_text(qtbot, window, ENGLISH)
     window.set_backend("onnx")
     qtbot.waitUntil(lambda: window.last_error != "", timeout=WAIT_MS)
     assert "could not switch to ONNX Runtime" in window.last_error and "custom op" in window.last_error
