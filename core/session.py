@@ -23,6 +23,9 @@ def no_checkpoint() -> None:
     """The checkpoint of a run nobody will stop."""
 
 
+TRACE_AT_ONCE = 4   # UTF-8 bytes per token of context below which a text is traced without a first cut
+
+
 @dataclass(frozen=True)
 class Prepared:
     tokenization: Tokenization   # of the text that will be analysed
@@ -54,8 +57,15 @@ def kept_length(tokenizer: BPETokenizer, text: str, max_tokens: int) -> int:
 
 
 def prepare_text(tokenizer: BPETokenizer, text: str, max_tokens: int) -> Prepared:
-    """Tokenize; past the context, keep the longest prefix that ends on a token boundary and fits."""
+    """Tokenize; past the context, keep the longest prefix that ends on a token boundary and fits.
+
+    A text of at most TRACE_AT_ONCE bytes a token of context nearly always fits: it is traced once, as
+    it is; a longer one is cut first (untraced encodes), so a pasted book is never traced whole."""
     text = clean_text(text)
+    if len(text.encode("utf-8")) <= TRACE_AT_ONCE * max_tokens:
+        traced = tokenizer.encode_traced(text)
+        if len(traced.ids) <= max_tokens:
+            return Prepared(traced, 0)
     cut = kept_length(tokenizer, text, max_tokens)
     return Prepared(tokenizer.encode_traced(text[:cut]), len(text) - cut)
 

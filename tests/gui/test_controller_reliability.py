@@ -166,6 +166,12 @@ def test_an_append_clicked_before_the_typed_text_was_analysed_applies_to_that_te
     assert window.sentence_bar.text() == bundle.tokenizer.decode(expected)
 
 
+def test_a_typed_sentence_is_tokenized_once(qtbot, make_window, tokenizer_calls):
+    window = make_window("both")   # two runners, one tokenization
+    type_text(qtbot, window, ENGLISH)
+    assert [name for name, _, _ in tokenizer_calls] == ["encode_traced"]
+
+
 def test_a_long_text_is_traced_only_as_far_as_the_context(bundle, tokenizer_calls):
     text = "订单成交 and the cat sat. " * 4000   # 100k characters; tracing merges over all of it took seconds
     context = bundle.config.max_position_embeddings
