@@ -192,11 +192,16 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float
 
 
 def startup_probe(settings_file: str) -> int:
-    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (gui.app first, then
-    open_main_window) with its first sentence, at the window's own first-start size (nothing resizes a
-    window just shown); once every visible panel has painted it, print "painted" and the
-    time.perf_counter() of the last of those paints, and exit."""
+    """In a fresh process (see startup_ms): start as `python main.py` does (its parser, the display check,
+    then gui.app.run_app: gui.app first, then open_main_window) with the first sentence, at the window's
+    own first-start size (nothing resizes a window just shown); once every visible panel has painted it,
+    print "painted" and the time.perf_counter() of the last of those paints, and exit."""
     _offscreen()
+    import main
+    from gui.platform_check import display_problem
+
+    main.build_parser([]).parse_args([])
+    display_problem()
     from gui.app import FIRST_SENTENCE, application, open_main_window   # the model code, then Qt, as main.py
     _quiet_qt_warnings()
     from PySide6.QtCore import QSettings
