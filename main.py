@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -168,9 +169,34 @@ def cmd_gui(args: argparse.Namespace) -> int:
     return run_app(model=args.model, text=args.text)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from core.experiment_commands import add_experiment_commands, add_intervention_flags
+# Subcommands declared in modules slow to import (NumPy, the readouts): module -> (its function adding
+# them, their names). build_parser imports such a module only for arguments that may run one of them.
+LAZY_COMMANDS = {"core.readouts": ("add_readouts_command", ("readouts",)),
+                 "core.experiment_commands": ("add_experiment_commands", ("patch", "occlude"))}
 
+
+def needs_module(argv: list[str] | None, commands: tuple[str, ...]) -> bool:
+    """Whether arguments may run one of `commands`: they name one, ask for help (the listing shows every
+    command), or are not known (argv None)."""
+    if argv is None:
+        return True
+    return any(arg in commands or arg == "-h" or (len(arg) > 2 and "--help".startswith(arg)) for arg in argv)
+
+
+def add_lazy_commands(sub, module: str, argv: list[str] | None) -> None:
+    """The commands `module` declares; for arguments that cannot run them, their bare names (never chosen:
+    the arguments do not name them), so that an unknown command's message still lists every command."""
+    adder, commands = LAZY_COMMANDS[module]
+    if needs_module(argv, commands):
+        getattr(importlib.import_module(module), adder)(sub)
+    else:
+        for name in commands:
+            sub.add_parser(name)
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Every command's parser. Given the arguments it will parse, it imports a module of LAZY_COMMANDS
+    only if they may run one of its commands: the app's start (no subcommand) imports none."""
     parser = argparse.ArgumentParser(prog="glassbox", description="See inside a small transformer.")
     parser.add_argument("--model", help="bundle folder (default: the shipped model in resources/model)")
     parser.add_argument("--text", help="sentence to analyse")
@@ -182,7 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     trace.add_argument("--out", required=True, help="output folder")
     trace.add_argument("--model", help="bundle folder")
     trace.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
-    add_intervention_flags(trace)
+    if needs_module(argv, ("trace",)):
+        importlib.import_module("core.experiment_commands").add_intervention_flags(trace)
     trace.set_defaults(func=cmd_trace)
 
     exp = sub.add_parser("export", help="write the panels' figures for a text (or each line of a file), no display")
@@ -211,9 +238,8 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("folder")
     imp.add_argument("--out", required=True, help="bundle folder to write")
     imp.set_defaults(func=cmd_import)
-    from core.readouts import add_readouts_command
-    add_readouts_command(sub)
-    add_experiment_commands(sub)
+    add_lazy_commands(sub, "core.readouts", argv)
+    add_lazy_commands(sub, "core.experiment_commands", argv)
     bench = sub.add_parser("bench", help="medians: forward pass, panel updates, startup, export, memory")
     bench.add_argument("--json", action="store_true", help="one JSON object (ms, MB)")
     bench.add_argument("--repeats", type=int, default=7, help="runs per median")
@@ -254,7 +280,7 @@ def error_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(sys.argv[1:] if argv is None else argv).parse_args(argv)
     try:
         # the app offers to import a Hugging Face --model itself; every other command needs --import-to-cache
         if getattr(args, "model", None) and (args.func is not cmd_gui or getattr(args, "import_to_cache", False)):

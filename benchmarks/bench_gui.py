@@ -10,6 +10,9 @@ MAX the model's context):
                    the waits a busy machine adds to update_ms)
   startup_ms       a fresh process: start -> the first analysed sentence painted in every visible panel
                    (the window at its first-start size, 1500 x 950)
+  startup_cpu_ms   the main thread's CPU time over that same span (start-up is the main thread's work:
+                   the first trace is back before the window can draw it; what a busy machine adds
+                   to startup_ms is not in it)
   export_all_ms    Export all, PNG + SVG, 64 tokens
   batch_export_ms_per_text  `main.py export --texts` with 20 sentences, the attention_head PNG (per sentence)
   rss_mb           resident memory after the update runs
@@ -204,11 +207,16 @@ def export_all_ms(app, controller, window, log: PaintLog, repeats: int) -> float
 
 
 def startup_probe(settings_file: str) -> int:
-    """In a fresh process (see startup_ms): open the app as gui.app.run_app does (gui.app first, then
-    open_main_window) with its first sentence, at the window's own first-start size (nothing resizes a
-    window just shown); once every visible panel has painted it, print "painted" and the
-    time.perf_counter() of the last of those paints, and exit."""
+    """In a fresh process (see startup_ms): start as `python main.py` does (its parser, the display check,
+    then gui.app.run_app: gui.app first, then open_main_window) with the first sentence, at the window's
+    own first-start size (nothing resizes a window just shown); once every visible panel has painted it,
+    print "painted" and the time.perf_counter() of the last of those paints, and exit."""
     _offscreen()
+    import main
+    from gui.platform_check import display_problem
+
+    main.build_parser([]).parse_args([])
+    display_problem()
     from gui.app import FIRST_SENTENCE, application, open_main_window   # the model code, then Qt, as main.py
     _quiet_qt_warnings()
     from PySide6.QtCore import QSettings
@@ -221,15 +229,16 @@ def startup_probe(settings_file: str) -> int:
     window = open_main_window(controller, QSettings(settings_file, QSettings.Format.IniFormat), FIRST_SENTENCE)
     log = PaintLog(app)
     visible = {p.object_name for p in window.built_panels() if window.on_screen(p)}
-    last_paint, _cpu = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
-                        and not posted(window), visible)
-    print(f"painted {last_paint!r}", flush=True)
+    last_paint, cpu = settle(app, log, 0.0, lambda: controller.trace is not None and not controller.busy()
+                             and not posted(window), visible)
+    print(f"painted {last_paint!r} {cpu!r}", flush=True)   # the main thread's CPU counts from the process start
     os._exit(0)   # the parent has its number; tearing Qt down is not part of it
 
 
-def startup_ms(repeats: int) -> float:
-    """Fresh process start -> the first analysed sentence painted (see startup_probe). Both ends are
-    time.perf_counter(), which counts from one system-wide clock in every process (CLOCK_MONOTONIC on Linux).
+def startup_ms(repeats: int) -> tuple[float, float]:
+    """Fresh process start -> the first analysed sentence painted (see startup_probe): the medians of the
+    time and of the main thread's CPU time. The time's ends are both time.perf_counter(), which counts
+    from one system-wide clock in every process (CLOCK_MONOTONIC on Linux).
 
     The probes keep their compiled modules in a folder of their own (PYTHONPYCACHEPREFIX, written even where
     PYTHONDONTWRITEBYTECODE is set), filled by one start that is not counted: an installed app starts from
@@ -237,19 +246,20 @@ def startup_ms(repeats: int) -> float:
     with tempfile.TemporaryDirectory() as folder:
         env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(Path(folder) / "pycache")
-        times = [_startup_once(Path(folder) / f"s{run}.ini", env) for run in range(repeats + 1)]
-    return statistics.median(times[1:])
+        runs = [_startup_once(Path(folder) / f"s{run}.ini", env) for run in range(repeats + 1)][1:]
+    return statistics.median(t for t, _ in runs), statistics.median(cpu for _, cpu in runs)
 
 
-def _startup_once(settings_file: Path, env: dict[str, str]) -> float:
+def _startup_once(settings_file: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(ms from start to the last paint, the main thread's CPU ms by then) of one probe."""
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, __file__, "--startup-probe", str(settings_file)],
                              stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-    word, _, last_paint = child.stdout.readline().partition(" ")
+    word, *numbers = child.stdout.readline().split()
     child.wait()
-    if word != "painted":
+    if word != "painted" or len(numbers) != 2:
         raise RuntimeError("the startup probe did not paint its first sentence")
-    return (float(last_paint) - start) * 1000
+    return (float(numbers[0]) - start) * 1000, float(numbers[1]) * 1000
 
 
 def _quiet_qt_warnings() -> None:
@@ -293,7 +303,7 @@ def run(repeats: int = 7) -> dict:
         result["batch_export_ms_per_text"] = bench_batch_export()
         window.close()
         app.processEvents()
-    result["startup_ms"] = startup_ms(max(1, repeats // 2))
+    result["startup_ms"], result["startup_cpu_ms"] = startup_ms(max(1, repeats // 2))
     return result
 
 

@@ -39,6 +39,7 @@ from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prep
                           run_prepared, text_of_ids)
 from core.trace import LAST_LOGITS, Trace
 from core.trace_fields import trace_holds, union_of_requests, widened
+from gui.after_paints import after_pending_paints
 from gui.selection import Selection
 
 BACKENDS = ("onnx", "numpy", "both")
@@ -777,7 +778,7 @@ class Controller(QObject):
                    lambda: bundle is not self.bundle, counts_as_busy=False)
         # Asked from inside a panel's draw: started once the paints that draw posted are done, so that its
         # session and runs do not compete with the first picture of a sentence (at start-up, for a core)
-        QTimer.singleShot(0, self, lambda: self._submit_experiment(job))
+        after_pending_paints(self, lambda: self._submit_experiment(job))
 
     def _runners_for_experiments(self) -> Runners:
         """The current bundle's runners: the sentence's session serves the experiments too (run() is thread-safe)."""

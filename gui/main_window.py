@@ -26,7 +26,7 @@ from gui.steady_label import SteadyLabel
 
 ORGANISATION = "Glassbox"
 APPLICATION = "Glassbox"
-STATE_VERSION = 2   # bump when the default dock set changes so old layouts are not restored onto it
+STATE_VERSION = 3   # bump when the default dock set or arrangement changes: a layout saved before is not restored
 
 Area = Qt.DockWidgetArea
 # object_name -> (dock area, the dock to share a tab group with); panels not listed go right.
