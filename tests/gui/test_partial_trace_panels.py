@@ -31,6 +31,9 @@ def _picture(panel):
 
 def test_the_visible_panels_draw_a_partial_trace_as_they_draw_the_full_one(qtbot, big_window, bundle):
     type_text(qtbot, big_window, TEXT)
+    # the grid's probe badges arrive from the experiment worker when they will: both pictures must have them
+    qtbot.waitUntil(lambda: big_window.panel("attention").probe is not None and settled(big_window, TEXT),
+                    timeout=WAIT_MS)
     trace = big_window.controller.trace
     on_screen = [p for p in big_window.panels if big_window.on_screen(p)]
     assert trace.fields is not None and {p.object_name for p in on_screen} >= {"tokens", "attention", "next_token"}
