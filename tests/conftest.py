@@ -11,11 +11,18 @@ from dataclasses import replace
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest  # noqa: E402
+from hypothesis import settings as hypothesis_settings  # noqa: E402
 
 from core.bundle import load_bundle  # noqa: E402
 from core.random_bundle import SMALL, make_random_bundle  # noqa: E402
 from core.sample_text import sample_sentences  # noqa: E402
 from core.tokenizer import BPETokenizer  # noqa: E402
+
+# The property tests that name no settings of their own: as many examples as named here, whatever a
+# hypothesis release defaults to, and no per-example deadline (on a loaded 2-core machine a 200 ms one
+# fails a correct example now and then; a slow property shows in --durations instead).
+hypothesis_settings.register_profile("glassbox", max_examples=100, deadline=None)
+hypothesis_settings.load_profile("glassbox")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -28,8 +28,10 @@ def png_size(figure) -> tuple[int, int]:
     return image.width(), image.height()
 
 
-def sizes(host, trace) -> dict[str, tuple[int, int]]:
-    return {figure.name: png_size(figure) for figure in host.figures(trace, ExportRequest(formats=("png",)))}
+def sizes(host, trace, names: tuple[str, ...] | None = None) -> dict[str, tuple[int, int]]:
+    """The PNG size of each figure named (None: every figure)."""
+    request = ExportRequest(formats=("png",), figures=names)
+    return {figure.name: png_size(figure) for figure in host.figures(trace, request)}
 
 
 def test_a_figure_keeps_its_size_when_the_dock_is_resized(host, bundle):
@@ -44,8 +46,9 @@ def test_a_figure_keeps_its_size_when_the_dock_is_resized(host, bundle):
 
 def test_token_sized_figures_grow_with_the_token_count(host, bundle):
     runner = NumpyRunner(bundle)
-    short, long = sizes(host, analyse(runner, SHORT)), sizes(host, analyse(runner, LONG))
-    for name in ("attention_head", "attention_lines", "moe_router_probs", "head_roles_evidence"):
+    names = ("attention_head", "attention_lines", "moe_router_probs", "head_roles_evidence")
+    short, long = sizes(host, analyse(runner, SHORT), names), sizes(host, analyse(runner, LONG), names)
+    for name in names:
         assert long[name][0] * long[name][1] > short[name][0] * short[name][1], name
 
 
