@@ -276,7 +276,8 @@ class HeadGrid(pg.GraphicsLayoutWidget):
                                                  interactive=False, width=10)
             self._scale_bar.setMaximumWidth(SCALE_BAR_PX)
             self._scale_bar.set_title("attention weight")
-        top = float(self.scale.tops.max()) if self.scale is not None else 1.0
+        tops = self.scale.tops[np.isfinite(self.scale.tops)] if self.scale is not None else np.ones(1)
+        top = float(tops.max()) if tops.size and tops.max() > 0 else 1.0   # a NaN run: the bar still has a range
         each_own = self.scale is not None and self.scale.mode.key not in ("fixed", "shared")
         self._scale_bar.setLevels((0.0, 1.0 if each_own else top))
         ends = [(0.0, "0"), (1.0, "each head's largest weight")] if each_own else \
