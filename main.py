@@ -33,15 +33,14 @@ def cmd_trace(args: argparse.Namespace) -> int:
     from core.experiment_commands import interventions_from_args
     from core.raw_export import write_trace_files
     from core.runners import make_runner
-    from core.session import analyse
+    from core.session import analyse, cut_notice
 
     runner = make_runner(load_bundle(args.model), args.backend)
     trace = analyse(runner, args.text, interventions=interventions_from_args(args, runner.bundle.config))
-    if trace.truncated_chars:
-        print(f"note: the last {trace.truncated_chars} characters are past the context "
-              f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
+    if notice := cut_notice(trace, runner.bundle.context):
+        print_note(notice)
     if trace.nonfinite_fields():
-        print(f"note: NaN or infinite values in {', '.join(trace.nonfinite_fields())} (written as nan)", file=sys.stderr)
+        print_note(f"NaN or infinite values in {', '.join(trace.nonfinite_fields())} (written as nan)")
     for path in write_trace_files(trace, args.out):
         print(path)
     return 0
@@ -123,6 +122,10 @@ def add_training_commands(sub) -> None:
     ev.set_defaults(func=cmd_eval)
 
 
+def print_note(line: str) -> None:
+    print(f"note: {line}", file=sys.stderr)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     from gui.headless import ExportRequest, export_sentence, export_texts, terminal_progress
 
@@ -134,9 +137,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.texts is not None:
         result = export_texts(args.texts, args.out, request, model=args.model, backend=args.backend,
                               progress=terminal_progress())
+        for note in result.notes:   # after the progress bar, which they would break
+            print_note(note)
         print(result.summary())
         return 0
-    for path in export_sentence(args.text, args.out, model=args.model, backend=args.backend, request=request):
+    for path in export_sentence(args.text, args.out, model=args.model, backend=args.backend, request=request,
+                                notify=print_note):
         print(path)
     return 0
 
@@ -194,10 +200,17 @@ def add_lazy_commands(sub, module: str, argv: list[str] | None) -> None:
             sub.add_parser(name)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument gets one line (argparse's own message, which names the valid choices), not the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """Every command's parser. Given the arguments it will parse, it imports a module of LAZY_COMMANDS
     only if they may run one of its commands: the app's start (no subcommand) imports none."""
-    parser = argparse.ArgumentParser(prog="glassbox", description="See inside a small transformer.")
+    parser = OneLineParser(prog="glassbox", description="See inside a small transformer.")
     parser.add_argument("--model", help="bundle folder (default: the shipped model in resources/model)")
     parser.add_argument("--text", help="sentence to analyse")
     parser.set_defaults(func=cmd_gui)

@@ -59,13 +59,12 @@ def readouts_npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 def cmd_readouts(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
     from core.runners import make_runner
-    from core.session import analyse
+    from core.session import analyse, cut_notice
 
     runner = make_runner(load_bundle(args.model), args.backend)
     trace = analyse(runner, args.text)
-    if trace.truncated_chars:
-        print(f"note: the last {trace.truncated_chars} characters are past the context "
-              f"of {runner.bundle.context} tokens and were not analysed", file=sys.stderr)
+    if notice := cut_notice(trace, runner.bundle.context):
+        print(f"note: {notice}", file=sys.stderr)
     arrays = readout_arrays(runner, trace, args.position, args.target)
     folder = ensure_writable_folder(args.out)
     print(write_atomic(folder / READOUTS_FILE, readouts_npz_bytes(arrays)))

@@ -70,6 +70,14 @@ def prepare_text(tokenizer: BPETokenizer, text: str, max_tokens: int) -> Prepare
     return Prepared(tokenizer.encode_traced(text[:cut]), len(text) - cut)
 
 
+def cut_notice(trace: Trace, context: int) -> str:
+    """One line saying how much of the text the context left out ("" when nothing was cut)."""
+    if not trace.truncated_chars:
+        return ""
+    return (f"text cut at {context} tokens (the model's context): the last {trace.truncated_chars} "
+            f"characters were not analysed")
+
+
 _VOCAB_LABELS: "weakref.WeakKeyDictionary[BPETokenizer, tuple[str, ...]]" = weakref.WeakKeyDictionary()
 
 

@@ -35,8 +35,8 @@ from core.interventions import Interventions
 from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, fields_context, max_difference
 from core.sampling import SamplingSettings, generate
-from core.session import (Checkpoint, Prepared, no_checkpoint, prepare_ids, prepare_text, run_labelled_by_id,
-                          run_prepared, text_of_ids)
+from core.session import (Checkpoint, Prepared, cut_notice, no_checkpoint, prepare_ids, prepare_text,
+                          run_labelled_by_id, run_prepared, text_of_ids)
 from core.trace import LAST_LOGITS, Trace
 from core.trace_fields import trace_holds, union_of_requests, widened
 from gui.after_paints import after_pending_paints
@@ -552,10 +552,7 @@ class Controller(QObject):
         self.sigStatus.emit(self.status())
 
     def _cut_notice(self, trace: Trace | None) -> str:
-        if trace is None or not trace.truncated_chars:
-            return ""
-        return (f"text cut at {self.context} tokens: the last {trace.truncated_chars} characters "
-                f"were not analysed")
+        return cut_notice(trace, self.context) if trace is not None else ""
 
     @staticmethod
     def _nonfinite_notice(trace: Trace | None) -> str:

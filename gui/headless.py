@@ -11,7 +11,7 @@ write, so a failed export leaves nothing behind.
 Layout of the output folder:
     one sentence:  OUT/NAME.png, OUT/NAME.svg, ...   (see gui/export.py for the names)
     --texts FILE:  OUT/001_first_words/NAME.png, ... one folder per non-empty line, and
-                   OUT/index.csv: line, folder, tokens, files, text
+                   OUT/index.csv: line, folder, tokens, cut_chars, files, text
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -184,12 +184,14 @@ def missing_figures_message(names: Sequence[str], panels: Sequence, available: S
     object_name starts it: moe_router_probs is the moe panel's) gets the panel's reason, e.g. a dense
     model has no router, or no sweep has run; any other name is unknown. Either way the line ends with the choices."""
     idle = {panel.object_name: reason for panel in panels if (reason := panel.why_no_figures())}
+    app_only = {name: when for panel in panels for name, when in panel.app_only_figures.items()}
     owner = {name: next((o for o in idle if name.startswith(o + "_")), None) for name in names}
-    unknown = [name for name in names if owner[name] is None]
+    unknown = [name for name in names if owner[name] is None and name not in app_only]
     choices = f"choose from {', '.join(available)}"
     if len(unknown) == len(names):
         return f"unknown figure {', '.join(unknown)}: {choices}"
     parts = [f"unknown figure {', '.join(unknown)}."] if unknown else []
+    parts += [f"{name} is drawn only {app_only[name]}." for name in names if name in app_only]
     for panel_name, reason in idle.items():
         if drawn_nothing := [name for name in names if owner[name] == panel_name]:
             parts.append(f"{', '.join(drawn_nothing)}: not drawn. {reason}")
@@ -235,19 +237,23 @@ def _load_runner(model: str | None, backend: str):
 
 def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
                     formats: str = "png,svg,csv,npz", width: int | None = None,
-                    backend: str = "onnx", request: ExportRequest | None = None) -> list[Path]:
-    """Write the asked-for figures for `text` into `out`; return the paths written.
+                    backend: str = "onnx", request: ExportRequest | None = None,
+                   notify: Callable[[str], None] | None = None) -> list[Path]:
+    """Write the asked-for figures for `text` into `out`; return the paths written. `notify` hears
+    what the user should know about the run (the text was cut at the context).
 
     Raises ValueError (bad text, format, width, selection, figure or bundle) or OSError (an
     unwritable folder) with a one-line message; on any failure nothing is left in `out`.
     """
     from core.raw_export import check_export_folder, staged_export
-    from core.session import analyse
+    from core.session import analyse, cut_notice
 
     request = request or ExportRequest.parse(formats, width=width)
     ensure_offscreen()
     runner = _load_runner(model, backend)
     trace = analyse(runner, text)
+    if notify is not None and (notice := cut_notice(trace, runner.bundle.context)):
+        notify(notice)
     check_export_folder(out)   # fail before the slow part, not after it
     host = FigureHost(request.theme, runner)
     try:
@@ -276,6 +282,7 @@ class BatchResult:
     files: int = 0
     seconds: float = 0.0
     skipped_blank: int = 0
+    notes: list[str] = field(default_factory=list)   # what the user should know about single lines
 
     def summary(self) -> str:
         per = 1000 * self.seconds / max(1, self.sentences)
@@ -309,9 +316,10 @@ def folder_name(index: int, text: str) -> str:
 def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: ExportRequest,
                  model: str | None = None, backend: str = "onnx",
                  progress: Callable[[int, int], None] | None = None) -> BatchResult:
-    """Every non-empty line of `texts` into its own sub-folder of `out`, plus index.csv; all or nothing."""
+    """Every non-empty line of `texts` into its own sub-folder of `out`, plus index.csv (cut_chars: how
+    many characters of the line the context left out, also told in BatchResult.notes); all or nothing."""
     from core.raw_export import check_export_folder, csv_text, staged_export
-    from core.session import analyse
+    from core.session import analyse, cut_notice
 
     lines = read_texts(texts)
     ensure_offscreen()
@@ -319,7 +327,7 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
     check_export_folder(out)
     started = time.perf_counter()
     result = BatchResult(Path(out), skipped_blank=_count_lines(texts) - len(lines))
-    rows = [("line", "folder", "tokens", "files", "text")]
+    rows = [("line", "folder", "tokens", "cut_chars", "files", "text")]
     host = FigureHost(request.theme, runner)
     try:
         with staged_export(out) as staged:
@@ -332,7 +340,9 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
                 folder = folder_name(done, text)
                 for name, data in files.items():
                     staged.write(f"{folder}/{name}", data)
-                rows.append((number, folder, trace.n_tokens, len(files), text))
+                rows.append((number, folder, trace.n_tokens, trace.truncated_chars, len(files), text))
+                if notice := cut_notice(trace, runner.bundle.context):
+                    result.notes.append(f"line {number}: {notice}")
                 result.files += len(files)
                 if progress is not None:
                     progress(done, len(lines))

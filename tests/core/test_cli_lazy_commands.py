@@ -62,3 +62,14 @@ def test_an_unknown_command_is_told_every_command(capsys):
         main.build_parser(["raedouts"]).parse_args(["raedouts"])
     message = capsys.readouterr().err
     assert "invalid choice: 'raedouts'" in message and "'readouts'" in message and "'occlude'" in message
+    assert len(message.strip().splitlines()) == 1   # one line, not argparse's usage block
+
+
+@pytest.mark.parametrize("args, told", [(["export", "--theme", "blue"], "choose from 'light', 'dark'"),
+                                        (["export", "--layer", "x"], "--layer: invalid int value: 'x'")])
+def test_a_bad_option_value_gets_one_line(capsys, args, told):
+    with pytest.raises(SystemExit) as exit_info:
+        main.build_parser(args).parse_args(args)
+    message = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(message.splitlines()) == 1 and told in message
+    assert message.startswith("glassbox export: error:") and "--help" in message

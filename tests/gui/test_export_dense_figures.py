@@ -26,3 +26,10 @@ def test_a_misspelt_figure_is_still_unknown(tmp_path, make_bundle, capsys):
     dense = make_bundle(seed=2, architecture="LlamaForCausalLM", num_local_experts=0, num_experts_per_tok=0)
     line = export_error(capsys, tmp_path, dense, "atention_grid,moe_router_probs")
     assert "unknown figure atention_grid." in line and "moe_router_probs: not drawn." in line
+
+
+def test_figures_drawn_only_in_the_app_say_when_they_are_drawn(tmp_path, bundle, capsys):
+    line = export_error(capsys, tmp_path, bundle, "moe_whatif,parity_diff")
+    assert "unknown figure" not in line
+    assert "moe_whatif is drawn only in the app, after a what-if run" in line
+    assert "parity_diff is drawn only in the app with both backends on" in line

@@ -241,17 +241,24 @@ def test_dark_theme_draws_on_a_dark_background(tmp_path, bundle):
 
 def test_texts_batch_writes_one_folder_per_sentence_and_an_index(tmp_path, bundle, capsys):
     texts = tmp_path / "texts.txt"
-    texts.write_text("The cat sat.\n\n订单成交，订单取消。\nA third line, with / a slash\n", encoding="utf-8")
+    long_line = "订单成交，订单取消。" * 200   # past the context: cut, and said so
+    texts.write_text(f"The cat sat.\n\n订单成交，订单取消。\nA third line, with / a slash\n{long_line}\n",
+                     encoding="utf-8")
     out = tmp_path / "out"
     code = main.main(["export", "--texts", str(texts), "--out", str(out), "--model", str(bundle.path),
                       "--backend", "numpy", "--figures", "attention_head", "--formats", "png,csv"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert captured.err == ""   # no progress bar when stderr is not a terminal
-    assert "wrote 3 sentence folder(s)" in captured.out and "1 blank line(s) skipped" in captured.out
     rows = list(csv.DictReader((out / "index.csv").open(encoding="utf-8")))
-    assert [row["line"] for row in rows] == ["1", "3", "4"]
-    assert [row["text"] for row in rows] == ["The cat sat.", "订单成交，订单取消。", "A third line, with / a slash"]
+    cut = int(rows[3]["cut_chars"])
+    # no progress bar when stderr is not a terminal: only the note on the cut line
+    assert captured.err.splitlines() == [f"note: line 5: text cut at {bundle.context} tokens (the model's context): "
+                                         f"the last {cut} characters were not analysed"]
+    assert "wrote 4 sentence folder(s)" in captured.out and "1 blank line(s) skipped" in captured.out
+    assert [row["line"] for row in rows] == ["1", "3", "4", "5"]
+    assert [row["text"] for row in rows] == ["The cat sat.", "订单成交，订单取消。", "A third line, with / a slash", long_line]
+    assert [row["cut_chars"] for row in rows[:3]] == ["0", "0", "0"] and 0 < cut < len(long_line)
+    assert int(rows[3]["tokens"]) == bundle.context
     assert rows[1]["folder"].startswith("002_") and "订单成交" in rows[1]["folder"]
     for row in rows:
         folder = out / row["folder"]
@@ -306,3 +313,13 @@ def test_ensure_writable_folder_creates_it_or_says_why_not(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(ExportError, match="cannot create the folder"):
         ensure_writable_folder(tmp_path / "file" / "out")
+
+
+def test_a_sentence_past_the_context_is_exported_cut_with_a_note(tmp_path, bundle, capsys):
+    code = main.main(["export", "--text", "订单成交，订单取消。" * 200, "--out", str(tmp_path / "out"),
+                      "--model", str(bundle.path), "--backend", "numpy", "--formats", "npz"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert captured.err.startswith(f"note: text cut at {bundle.context} tokens") and "not analysed" in captured.err
+    with np.load(tmp_path / "out" / "trace.npz") as npz:
+        assert npz["input_ids"].shape[0] == bundle.context
