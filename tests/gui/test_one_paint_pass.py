@@ -65,13 +65,15 @@ def test_two_plots_changed_in_one_frame_paint_in_the_same_pass(qtbot):
     qtbot.waitExposed(panel)
     panel.post_trace(SimpleNamespace(slopes=(1.0, 2.0), fields=None), panel.selection)
     panel.flush()
-    qtbot.waitUntil(lambda: not panel.has_posted())
-    qtbot.wait(50)   # the first picture of both plots is done
-
     log = PassLog(panel.window(), panel.views)
+    quiet_since = [log.passes, 0]
+
+    def quiet() -> bool:   # no repaint of the window for a while: the first picture is done
+        quiet_since[:] = [log.passes, quiet_since[1] + 1 if log.passes == quiet_since[0] else 0]
+        return quiet_since[1] >= 5
+    qtbot.waitUntil(quiet, timeout=10000)
+
+    log.painted_in = {index: [] for index in log.painted_in}
     panel.post_trace(SimpleNamespace(slopes=(3.0, -1.0), fields=None), panel.selection)   # drawn at the next frame
     qtbot.waitUntil(lambda: all(log.painted_in.values()))
-    qtbot.wait(50)
-    first, second = log.painted_in[0], log.painted_in[1]
-    assert len(first) == len(second) == 1   # each plot painted once
-    assert first == second                   # in the same pass of the window
+    assert log.painted_in[0][0] == log.painted_in[1][0]   # both plots' new picture in the same pass of the window
