@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from core.attention_summary import summaries
+from core.attention_summary import attention_thumbnail, attention_top
 from core import role_badges
 from core.head_roles import HeadRoles
 from core.raw_export import csv_text, matrix_csv_text
@@ -56,10 +56,14 @@ def thumbnails(trace: Trace) -> np.ndarray:  # -> [L, H, P, P]
     return np.stack([_summary(layer, "attn_thumb") for layer in trace.layers])
 
 
+_SUMMARIES = {"attn_thumb": attention_thumbnail, "attn_top": attention_top}   # core.attention_summary's fields
+
+
 def _summary(layer, name: str) -> np.ndarray:
-    """A layer's attention summary: what a partial run computed, or the same from a full trace's attn."""
+    """A layer's attention summary: what a partial run computed, or the same from a full trace's attn (that
+    one alone: the scale asks for the tops, the grid for the thumbnails)."""
     held = getattr(layer, name)
-    return held if held is not None else summaries(layer.attn)[name]
+    return held if held is not None else _SUMMARIES[name](layer.attn)
 
 
 def sentence_roles_held(trace: Trace) -> HeadRoles:

@@ -24,7 +24,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -203,6 +203,12 @@ class _Mailbox(QObject):
     sigDone = Signal(int, object)     # (job id, result)
     sigFailed = Signal(int, str)      # (job id, one-line message)
     sigSkipped = Signal(int)          # (job id): stale before it started, or stopped at a checkpoint
+
+
+@lru_cache(maxsize=16)   # every run asks (fields_to_run); the sum walks every field of every layer
+def _probe_trace_bytes(config) -> int:
+    """Bytes of a full trace of PARTIAL_PROBE_TOKENS tokens of this model."""
+    return trace_bytes(config, PARTIAL_PROBE_TOKENS)
 
 
 class _Worker:
@@ -491,7 +497,7 @@ class Controller(QObject):
         else only what the panels on screen draw."""
         if self._backend == "both":
             return None
-        if trace_bytes(self.bundle.config, PARTIAL_PROBE_TOKENS) <= self.partial_trace_bytes:
+        if _probe_trace_bytes(self.bundle.config) <= self.partial_trace_bytes:
             return None
         return self.panel_fields()
 

@@ -371,10 +371,12 @@ class HeadLinesView(QWidget):
         if shares is None:
             return QImage(), QRectF()
         colours = np.array([[c.redF(), c.greenF(), c.blueF(), 1.0] for c in self._colours], np.float32)
-        rgba = np.tensordot(shares, colours, axes=(0, 0)).transpose(1, 0, 2)   # [height, C, 4] premultiplied
         # Widened to full columns and in the screen's pixel format once, here (in NumPy: Qt's smooth scaling and
-        # conversion wait on its thread pool): every repaint is then a plain copy.
-        pixels = widen_columns(rgba[..., ARGB32_BYTES] * 255 + 0.5, LINE_COLUMN_WIDTH).astype(np.uint8, order="C")
+        # conversion wait on its thread pool): every repaint is then a plain copy. The heads' shares are widened
+        # before they are coloured: one number a pixel per head (one head, most often) instead of four.
+        wide = widen_columns(shares.transpose(2, 1, 0), LINE_COLUMN_WIDTH)   # [height, C * width, n]
+        rgba = np.tensordot(wide, colours[:, ARGB32_BYTES] * 255, axes=(2, 0))   # premultiplied, in ARGB32's bytes
+        pixels = (rgba + 0.5).astype(np.uint8, order="C")
         image = QImage(pixels.data, pixels.shape[1], height, pixels.shape[1] * 4,
                        QImage.Format.Format_ARGB32_Premultiplied).copy()   # its own pixels: `pixels` goes
         target = QRectF(first / ratio, band[0], pixels.shape[1] / ratio, height / ratio)

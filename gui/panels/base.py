@@ -51,6 +51,45 @@ def settle_layouts() -> None:
         QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
 
+class _HoldRepaint(QObject):
+    """On a window: keeps its repaint (QEvent.UpdateRequest) from being delivered, and remembers it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.held: set[int] = set()   # id() of the windows whose repaint was held
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.UpdateRequest:
+            self.held.add(id(watched))
+            return True
+        return False
+
+
+def paint_views_together(panels) -> None:
+    """Let the graphics scenes of the panels drawn take in their changes now, so that the window paints
+    them all in one pass with the rest of the frame.
+
+    Each scene takes in its changed items in an event it posts to itself, and then paints the window at
+    once (QGraphicsView dispatches the window's pending repaint): three plots changed in a frame painted
+    the window three times more, each pass after a turn of the event loop. Here every scene's event is
+    delivered now while the window's repaint is held back, and the repaint is then posted once."""
+    views = [view for panel in panels for view in panel.findChildren(QGraphicsView) if view.isVisible()]
+    if not views:
+        return
+    windows = {id(view.window()): view.window() for view in views}
+    hold = _HoldRepaint()
+    for window in windows.values():
+        window.installEventFilter(hold)
+    try:
+        for view in views:
+            QCoreApplication.sendPostedEvents(view.scene(), QEvent.Type.MetaCall)
+    finally:
+        for key, window in windows.items():
+            window.removeEventFilter(hold)
+            if key in hold.held:   # Qt waits for this event before it asks for another: post it again
+                QCoreApplication.postEvent(window, QEvent(QEvent.Type.UpdateRequest), Qt.EventPriority.LowEventPriority.value)
+
+
 class _Frame(QObject):
     """The one clock every posted panel draws by: the panels posted to within a frame draw together,
     then their layouts settle once and the window paints once (three panels drawing one after the
@@ -102,6 +141,7 @@ class _Frame(QObject):
         settle_layouts()
         for panel in drawn:
             panel.prepare_plots()
+        paint_views_together(drawn)
 
 
 _frame: _Frame | None = None
@@ -206,6 +246,7 @@ class Panel(QWidget):
         if self.draw_posted():
             settle_layouts()
             self.prepare_plots()
+            paint_views_together([self])
 
     def draw_posted(self) -> bool:
         """Draw the posted trace and selection, if any waits (True then); the layouts are left to settle."""
