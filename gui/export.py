@@ -21,7 +21,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSize, QSizeF
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMarginsF, QMimeData, QPoint, QRectF, QSizeF
 from PySide6.QtGui import QColor, QGuiApplication, QImage, QPageLayout, QPageSize, QPainter, QPdfWriter
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QWidget
@@ -32,7 +32,7 @@ from gui.figure_pages import on_page
 from gui.page_pens import cosmetic_pens_widened
 from gui.panels.base import Figure
 from gui.png_encode import image_png_bytes
-from gui.svg_export import recorded_svg, widget_svg_bytes
+from gui.svg_export import widget_svg_bytes
 
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
 DEFAULT_FORMATS = ("png", "svg", "csv", "npz")
@@ -45,7 +45,7 @@ SCREEN_DPI = 96.0            # a figure's on-screen pixel is 1/96 inch (what --d
 PNG_WIDTH_RANGE = (16, 20000)
 PNG_DPI_RANGE = (24, 1200)
 MAX_PNG_PIXELS = 100_000_000  # 400 MB of pixels: past this a PNG is refused, not attempted
-EXPORT_WORKERS = 2           # threads compressing PNGs and writing SVGs while the GUI thread paints the next figure
+PNG_ENCODERS = 2             # threads compressing PNGs while the GUI thread paints the next figure
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
@@ -128,12 +128,7 @@ def pdf_bytes(widget: QWidget, title: str = "", svg: bytes | None = None) -> byt
     meets the widget gradients it cannot write ("gradient between colors of different spec").
     """
     svg = svg if svg is not None else widget_svg_bytes(widget, title=title)
-    return svg_pdf_bytes(svg, widget.size(), title)
-
-
-def svg_pdf_bytes(svg: bytes, size: QSize, title: str = "") -> bytes:
-    """The SVG of a page of `size` pixels as a PDF page (pdf_bytes); needs no widget, so any thread may."""
-    width, height = max(1, size.width()), max(1, size.height())
+    width, height = max(1, widget.width()), max(1, widget.height())
     buffer = QBuffer()
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
     writer = QPdfWriter(buffer)
@@ -153,45 +148,30 @@ def svg_pdf_bytes(svg: bytes, size: QSize, title: str = "") -> bytes:
 
 
 def figure_files(figure: Figure, formats: Iterable[str], width: int | None = None,
-                 dpi: float | None = None, workers: Executor | None = None) -> dict[str, bytes]:
+                 dpi: float | None = None, encoder: Executor | None = None) -> dict[str, bytes]:
     """{file name: bytes} for one figure in the chosen formats (npz is per trace, not per figure).
 
-    With `workers` (a thread pool), only what needs the widgets runs here: the PNG is painted here but
-    compressed there, and the vector drawing is recorded here (gui.svg_export.recorded_svg) but written
-    out as SVG (and PDF) there, while the caller goes on with the next figure. zlib, NumPy and Qt's own
-    painting release the GIL. The dict then holds Futures for those files.
+    With an `encoder` (a thread pool), the PNG is painted here but compressed there while the caller
+    goes on painting: zlib and NumPy release the GIL. The dict then holds a Future for the PNG.
     """
     formats = set(formats)
-    run = workers.submit if workers is not None else _run_now
-    files: dict = {}
+    files: dict[str, bytes] = {}
     if formats & {"png", "svg", "pdf"}:
         with on_page(figure) as page:
             if "png" in formats:
-                files[f"{figure.name}.png"] = run(image_png_bytes, render_image(page, width, dpi))
-            if formats & {"svg", "pdf"}:
-                svg = run(recorded_svg(page, title=figure.name).svg_bytes)
-                if "svg" in formats:
-                    files[f"{figure.name}.svg"] = svg
-                if "pdf" in formats:   # drawn from the SVG; on a worker, after it (the pool runs jobs in order)
-                    files[f"{figure.name}.pdf"] = run(_pdf_of_svg, svg, page.size(), figure.name)
+                image = render_image(page, width, dpi)
+                files[f"{figure.name}.png"] = encoder.submit(image_png_bytes, image) if encoder else image_png_bytes(image)
+            svg = widget_svg_bytes(page, title=figure.name) if formats & {"svg", "pdf"} else None
+            if "svg" in formats:
+                files[f"{figure.name}.svg"] = svg
+            if "pdf" in formats:   # the SVG is drawn once and reused
+                files[f"{figure.name}.pdf"] = pdf_bytes(page, figure.name, svg)
     if "csv" in formats:
         if figure.table is not None:
             files[f"{figure.name}.csv"] = figure.table().encode("utf-8")
         for name, table in figure.extra_tables.items():
             files[f"{name}.csv"] = table().encode("utf-8")
     return files
-
-
-def _run_now(function, *args):
-    return function(*args)
-
-
-def _pdf_of_svg(svg: bytes | Future, size: QSize, title: str) -> bytes:
-    return svg_pdf_bytes(_value(svg), size, title)
-
-
-def _value(data):
-    return data.result() if isinstance(data, Future) else data
 
 
 def trace_files(trace: Trace | None, formats: Iterable[str]) -> dict[str, bytes]:
@@ -209,15 +189,15 @@ def trace_files(trace: Trace | None, formats: Iterable[str]) -> dict[str, bytes]
 
 def all_files(figures: Iterable[Figure], trace: Trace | None, formats: Iterable[str],
               width: int | None = None, dpi: float | None = None) -> dict[str, bytes]:
-    """Every figure's files plus the trace's; PNGs are compressed and SVGs written out on worker threads
-    meanwhile (two: while this thread paints, one spare core works; at the end both finish the last files)."""
+    """Every figure's files plus the trace's; PNGs are compressed on worker threads meanwhile (two: while
+    this thread paints, one spare core compresses; at the end both finish the last PNGs)."""
     formats = tuple(formats)
     files: dict = {}
-    with ThreadPoolExecutor(max_workers=EXPORT_WORKERS, thread_name_prefix="export-worker") as workers:
+    with ThreadPoolExecutor(max_workers=PNG_ENCODERS, thread_name_prefix="png-encoder") as encoder:
         for figure in figures:
-            files.update(figure_files(figure, formats, width, dpi, workers))
+            files.update(figure_files(figure, formats, width, dpi, encoder))
         files.update(trace_files(trace, formats))
-        return {name: _value(data) for name, data in files.items()}
+        return {name: data.result() if isinstance(data, Future) else data for name, data in files.items()}
 
 
 def write_files(folder: str | os.PathLike, files: Mapping[str, bytes]) -> list[Path]:

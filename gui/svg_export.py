@@ -2,10 +2,8 @@
 
 Two things live here because both are about SVG and nothing else:
 
-1. `widget_svg_bytes(widget)`: QWidget.render recorded into QPictures on the GUI thread (`recorded_svg`),
-   played into QSvgGenerator anywhere (`SvgRecording.svg_bytes`: an export does it on a worker thread).
-   Text is turned into glyph outlines (as matplotlib does by default) so Chinese shows as glyphs on a
-   machine without a CJK font.
+1. `widget_svg_bytes(widget)`: QSvgGenerator + QWidget.render. Text is turned into glyph outlines
+   (as matplotlib does by default) so Chinese shows as glyphs on a machine without a CJK font.
 2. `install_svg_exporter_fix()`: pyqtgraph 0.14.0's SVGExporter rewrites every <path> "d" attribute
    assuming each space-separated item is "x,y"; Qt 6.11 ends closed sub-paths with a "Z" command,
    so the exporter raises ValueError for any filled item (pyqtgraph issue #3495, fixed upstream
@@ -23,8 +21,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
-from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRect, QSize
-from PySide6.QtGui import QFont, QImage, QPainter, QPicture, QTransform
+from PySide6.QtCore import QBuffer, QIODevice, QPoint, QRect
+from PySide6.QtGui import QFont, QImage, QPainter, QTransform
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsView, QStyleOptionGraphicsItem, QWidget
 
@@ -95,59 +93,7 @@ def install_svg_exporter_fix() -> None:
 # ---------------------------------------------------------------- any widget as SVG
 
 def widget_svg_bytes(widget: QWidget, title: str = "") -> bytes:
-    """The widget as drawn on screen, as an SVG document in widget pixels that renders the same anywhere
-    (recorded_svg, then SvgRecording.svg_bytes)."""
-    return recorded_svg(widget, title).svg_bytes()
-
-
-class SvgRecording:
-    """A page's drawing recorded for its SVG (QPictures, see recorded_svg), written out by svg_bytes.
-
-    Recording runs the widgets' paint code and needs the GUI thread; svg_bytes (QSvgGenerator's engine
-    playing the recordings, then portable_svg) needs no widget and may run on a worker thread."""
-
-    def __init__(self, size: QSize, dpi: float, title: str, document: QPicture,
-                 clipped: list[tuple[QRect, QPicture, float]]) -> None:
-        self.size, self.dpi, self.title = size, dpi, title
-        self.document, self.clipped = document, clipped
-
-    def svg_bytes(self) -> bytes:
-        document = self._portable(self.document, GENERATOR_DPI)
-        parts = [_clipped_group(f"glassbox-clip-{index}", rect, _svg_body(self._portable(picture, dpi)))
-                 for index, (rect, picture, dpi) in enumerate(self.clipped)]
-        return _with_version_1_1(document.replace(b"</svg>", b"".join(parts) + b"</svg>", 1)) if parts else document
-
-    def _portable(self, picture: QPicture, resolution: float) -> bytes:
-        """portable_svg of the recording played at `resolution` (its font sizes are points at that dpi)."""
-        return portable_svg(self._played(picture, resolution, self.title), pixels_per_point=self.dpi / resolution)
-
-    def _played(self, picture: QPicture, resolution: float, title: str) -> bytes:
-        """QSvgGenerator's SVG Tiny of the recording on a page of self.size at `resolution` dpi."""
-        buffer = QBuffer()
-        buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        generator = QSvgGenerator()
-        generator.setOutputDevice(buffer)
-        generator.setSize(self.size)
-        generator.setViewBox(QRect(0, 0, max(1, self.size.width()), max(1, self.size.height())))
-        generator.setResolution(round(resolution))
-        generator.setTitle(title)
-        generator.setDescription("Exported by Glassbox")
-        painter = QPainter(generator)
-        try:
-            # QPicture.play scales by the device's DPI over the recording's: undone, so it draws 1:1
-            painter.scale(self.dpi / resolution, self.dpi / resolution)
-            picture.play(painter)
-        finally:
-            painter.end()
-        buffer.close()
-        return bytes(buffer.data())
-
-
-GENERATOR_DPI = 72.0   # QSvgGenerator's default resolution: the page's widgets are written at it
-
-
-def recorded_svg(widget: QWidget, title: str = "") -> SvgRecording:
-    """The widget's drawing for its SVG, recorded on this (the GUI) thread.
+    """The widget as drawn on screen, as an SVG document in widget pixels that renders the same anywhere.
 
     SVG Tiny (QSvgGenerator's default) has no clipping, and Qt 6.11's SVG 1.1 clip paths are sometimes
     in the wrong coordinates (a QTextEdit's clip lands at the page origin). So every plot's viewport is
@@ -156,7 +102,9 @@ def recorded_svg(widget: QWidget, title: str = "") -> SvgRecording:
     its rows over the title above it."""
     viewports = _plot_viewports(widget)
     with _background_uncached(widget), _scatter_symbols_as_shapes(widget), _hidden(viewports):
-        document = _recorded(lambda painter: QWidget.render(widget, painter, QPoint()))
+        document = _drawn_svg(widget, title, QPoint(), widget)
+    ppp = widget.logicalDpiY() / 72.0
+    document = portable_svg(document, pixels_per_point=ppp)
     clipped = []
     with _background_uncached(widget), _scatter_symbols_as_shapes(widget):
         for viewport in viewports:
@@ -164,39 +112,16 @@ def recorded_svg(widget: QWidget, title: str = "") -> SvgRecording:
             where = QRect(viewport.mapTo(widget, QPoint()), viewport.size())
             boxes = _clipping_boxes(view)
             with _unpainted([box.childGroup for box in boxes]):
-                clipped.append((where, _recorded(lambda painter: _render_at(painter, viewport, where.topLeft())),
-                                GENERATOR_DPI))
+                drawn = _drawn_svg(viewport, title, where.topLeft(), widget)
+            clipped.append((where, drawn, ppp))
             for box in boxes:   # a plot's data, clipped to its box as pyqtgraph's ViewBox clips it
                 box_rect = view.mapFromScene(box.sceneBoundingRect()).boundingRect().translated(where.topLeft())
                 page_of_scene = view.viewportTransform() * QTransform.fromTranslate(where.x(), where.y())
-                # Played at the page's resolution, not the generator's 72 dpi: a QPicture (pyqtgraph's bars of
-                # several colours) replays scaled by the ratio of the two, and the bars came out at 3/4 size.
-                clipped.append((box_rect.intersected(where),
-                                _recorded(lambda painter: _paint_items(painter, box.childGroup, page_of_scene)),
-                                widget.logicalDpiY()))
-    return SvgRecording(widget.size(), widget.logicalDpiY(), title or widget.objectName() or "Glassbox figure",
-                        document, clipped)
-
-
-def _recorded(paint) -> QPicture:
-    picture = QPicture()
-    painter = QPainter(picture)
-    try:
-        paint(painter)
-    finally:
-        painter.end()
-    return picture
-
-
-def _render_at(painter: QPainter, widget: QWidget, offset: QPoint) -> None:
-    painter.translate(offset)
-    # QWidget's render, not a subclass's: QGraphicsView.render draws the scene with another signature.
-    QWidget.render(widget, painter, QPoint())
-
-
-def _paint_items(painter: QPainter, root: QGraphicsItem, page_of_scene: QTransform) -> None:
-    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
-    _paint_item_tree(painter, root, page_of_scene, QStyleOptionGraphicsItem())
+                clipped.append((box_rect.intersected(where), _drawn_items_svg(box.childGroup, page_of_scene, widget),
+                                1.0))   # drawn at the page's resolution: font sizes are pixels already
+    clipped = [_clipped_group(f"glassbox-clip-{index}", rect, _svg_body(portable_svg(drawn, pixels_per_point=scale)))
+               for index, (rect, drawn, scale) in enumerate(clipped)]
+    return _with_version_1_1(document.replace(b"</svg>", b"".join(clipped) + b"</svg>", 1)) if clipped else document
 
 
 def _plot_viewports(widget: QWidget) -> list[QWidget]:
@@ -272,6 +197,27 @@ def _unpainted(items: list[QGraphicsItem]) -> Iterator[None]:
             item.setOpacity(opacity)
 
 
+def _drawn_items_svg(root: QGraphicsItem, page_of_scene: QTransform, page: QWidget) -> bytes:
+    """QSvgGenerator's SVG Tiny of one item and its descendants, as the scene would paint them on the page."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(page.size())
+    generator.setViewBox(QRect(0, 0, max(1, page.width()), max(1, page.height())))
+    # At the page's resolution, not the generator's 72 dpi: a QPicture (pyqtgraph's bars of several colours)
+    # replays scaled by the ratio of the two, and the bars came out at three quarters of their size.
+    generator.setResolution(page.logicalDpiY())
+    painter = QPainter(generator)
+    try:
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        _paint_item_tree(painter, root, page_of_scene, QStyleOptionGraphicsItem())
+    finally:
+        painter.end()
+    buffer.close()
+    return bytes(buffer.data())
+
+
 def _paint_item_tree(painter: QPainter, item: QGraphicsItem, page_of_scene: QTransform,
                      option: QStyleOptionGraphicsItem) -> None:
     """Paint item, then its children, in the scene's stacking order (children below their parent first)."""
@@ -292,6 +238,27 @@ def _paint_item_tree(painter: QPainter, item: QGraphicsItem, page_of_scene: QTra
     for child in children:
         if child not in below:
             _paint_item_tree(painter, child, page_of_scene, option)
+
+
+def _drawn_svg(widget: QWidget, title: str, offset: QPoint, page: QWidget) -> bytes:
+    """QSvgGenerator's SVG Tiny of `widget` drawn at `offset` on a page the size of `page`."""
+    buffer = QBuffer()
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    generator.setSize(page.size())
+    generator.setViewBox(QRect(0, 0, max(1, page.width()), max(1, page.height())))
+    generator.setTitle(title or page.objectName() or "Glassbox figure")
+    generator.setDescription("Exported by Glassbox")
+    painter = QPainter(generator)
+    try:
+        painter.translate(offset)
+        # QWidget's render, not a subclass's: QGraphicsView.render draws the scene with another signature.
+        QWidget.render(widget, painter, QPoint())
+    finally:
+        painter.end()
+    buffer.close()
+    return bytes(buffer.data())
 
 
 def _svg_body(document: bytes) -> bytes:
