@@ -37,6 +37,7 @@ from gui.fonts import ui_font
 from gui.heatmap import PickableImage, cosmetic_pen
 
 GAP = 0.12                          # space between thumbnails, in thumbnail widths
+OUTLINE_PAD = GAP * 0.3             # the selection outline stands this far out of its thumbnail
 MARK_COLOUR = QColor(230, 30, 60)   # the selected head's outline
 SWITCH_SIZE = 0.22                  # the on/off box, in thumbnail widths
 ON_COLOUR, OFF_COLOUR = QColor(20, 130, 60), QColor(200, 30, 40)
@@ -51,6 +52,11 @@ NAME_POINTS = 9           # layer and head names
 NAME_GAP_PX = 4           # between two names shown
 SCALE_BAR_PX = 320        # a page's colour bar: long enough to read, not the grid's whole width
 EDGE_PX = 4               # room kept right of and below the last thumbnail (the selection outline)
+
+
+def _name_colour() -> QColor:
+    """Layer and head names in the plots' text colour (light on a dark theme's page)."""
+    return pg.mkColor(pg.getConfigOption("foreground"))
 
 
 def _pin(name: pg.TextItem, x: float, y: float, pinned: bool) -> None:
@@ -236,7 +242,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             all_off = not (head_mask[layer] != 0).any()
             name, text = self.layer_names[layer], f"L{layer} off" if all_off else f"L{layer}"
             if name.toPlainText() != text:   # a TextItem lays itself out again at every setText / setColor
-                name.setColor(OFF_COLOUR if all_off else QColor("black"))
+                name.setColor(OFF_COLOUR if all_off else _name_colour())
                 name.setText(text)
 
     def set_badges(self, badges: list[list[tuple[str, ...]]], role_text: list[list[str]]) -> None:
@@ -295,7 +301,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
 
     def select(self, layer: int, head: int) -> None:
         x, y = self.origin(layer, head)
-        pad = GAP * 0.3
+        pad = OUTLINE_PAD
         self.outline.setRect(QRectF(x - pad, y - pad, 1 + 2 * pad, 1 + 2 * pad))
         if self.selected != (layer, head):   # only a change: redraws must not undo the user's scrolling
             self.selected = (layer, head)
@@ -349,9 +355,10 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         return widest, self._metrics.height() + self._text_pad   # the text's own padding keeps it off the thumbnails
 
     def _units(self) -> tuple[float, float]:
-        """The thumbnails' extent (width, height) in thumbnail widths."""
+        """The thumbnails' extent (width, height) in thumbnail widths, with room left of them for the
+        selection outline (the layer names stand clear of it)."""
         layers, heads = self.shape
-        return heads * (1 + GAP) - GAP, layers * (1 + GAP) - GAP
+        return heads * (1 + GAP) - GAP + OUTLINE_PAD, layers * (1 + GAP) - GAP
 
     def _chrome_px(self) -> QSize:
         """What the widget has around its ViewBox: the title row, the layout's margins and spacing."""
@@ -390,7 +397,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             return   # not laid out yet
         s = min(room_w / width, room_h / height)
         self.px_per_unit = s
-        self.view.setRange(xRange=(-left / s, width + EDGE_PX / s), yRange=(-top / s, height + EDGE_PX / s),
+        self.view.setRange(xRange=(-left / s - OUTLINE_PAD, width - OUTLINE_PAD + EDGE_PX / s), yRange=(-top / s, height + EDGE_PX / s),
                            padding=0)
         self._thin_names(s)
         self.pin_names()
@@ -404,8 +411,9 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         shown = self.rect() if parent is None else self.rect() & QRect(self.mapFromParent(QPoint(0, 0)), parent.size())
         corner = self.view.mapSceneToView(self.mapToScene(self.viewport().mapFrom(self, shown.topLeft())))
         (left, top), s = self._margins_px(), self.px_per_unit
-        x, y = max(0.0, corner.x() + left / s), max(0.0, corner.y() + top / s)   # the names' inner edges
-        heads = self._shown_names(self.head_names, self._metrics.horizontalAdvance(f"H{len(self.head_names) - 1}"), x)
+        x, y = max(0.0, corner.x() + left / s + OUTLINE_PAD), max(0.0, corner.y() + top / s)   # the names' inner edges
+        heads = self._shown_names(self.head_names, self._metrics.horizontalAdvance(f"H{len(self.head_names) - 1}"),
+                                  x - OUTLINE_PAD)
         layers = self._shown_names(self.layer_names, self._metrics.height(), y)
         # Where the two rows of names cross (scrolled, or thumbnails smaller than a name), the head names
         # win: a layer name reaching into their band is hidden while a head name reaches into its band.
@@ -414,7 +422,7 @@ class HeadGrid(pg.GraphicsLayoutWidget):
             _pin(self.head_names[head], head * (1 + GAP) + 0.5, y, pinned=y > 0)
             self.head_names[head].setVisible(shown)
         for layer, (shown, reaches) in enumerate(layers):
-            _pin(self.layer_names[layer], x, layer * (1 + GAP) + 0.5, pinned=x > 0)
+            _pin(self.layer_names[layer], x - OUTLINE_PAD, layer * (1 + GAP) + 0.5, pinned=x > 0)
             self.layer_names[layer].setVisible(shown and not (crossing and reaches))
 
     def _shown_names(self, names: list, extent_px: float, edge: float) -> list[tuple[bool, bool]]:
@@ -475,14 +483,14 @@ class HeadGrid(pg.GraphicsLayoutWidget):
         return badge
 
     def _head_name(self, head: int) -> pg.TextItem:
-        name = pg.TextItem(f"H{head}", color="k", anchor=(0.5, 1))
+        name = pg.TextItem(f"H{head}", color=_name_colour(), anchor=(0.5, 1))
         name.setFont(ui_font(NAME_POINTS))
         name.setPos(head * (1 + GAP) + 0.5, 0)
         self.view.addItem(name)
         return name
 
     def _layer_name(self, layer: int) -> LayerName:
-        name = LayerName(f"L{layer}", color="k", anchor=(1, 0.5))
+        name = LayerName(f"L{layer}", color=_name_colour(), anchor=(1, 0.5))
         name.setFont(ui_font(NAME_POINTS))
         name.setPos(0, layer * (1 + GAP) + 0.5)
         name.sigToggle.connect(lambda: self.sigLayerToggled.emit(layer))

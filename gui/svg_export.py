@@ -479,8 +479,14 @@ _MAX_INVERSE_TRANSFORMS = 10_000
 
 def _points_mapped(tag: bytes, m: tuple[float, ...]) -> bytes:
     """Every "x,y" pair of the tag mapped by m, written to a hundredth of a page pixel."""
-    pieces = _PAIR.split(tag)   # [text, x, y, text, x, y, ..., text]
+    line = _TWO_POINT_LINE.fullmatch(tag)
     a, b, c, d, e, f = m
+    if line is not None:   # most of them (a curve is hundreds of two-point polylines): no split and join
+        head, x1, y1, x2, y2, tail = line.groups()
+        x1, y1, x2, y2 = float(x1), float(y1), float(x2), float(y2)
+        return b"%s%.2f,%.2f %.2f,%.2f%s" % (head, a * x1 + c * y1 + e, b * x1 + d * y1 + f,
+                                              a * x2 + c * y2 + e, b * x2 + d * y2 + f, tail)
+    pieces = _PAIR.split(tag)   # [text, x, y, text, x, y, ..., text]
     mapped = []
     for x, y in zip(map(float, pieces[1::3]), map(float, pieces[2::3])):
         mapped += (a * x + c * y + e, b * x + d * y + f)
@@ -489,6 +495,12 @@ def _points_mapped(tag: bytes, m: tuple[float, ...]) -> bytes:
     joined[0::2] = pieces[0::3]
     joined[1::2] = pairs[:-1]
     return b"".join(joined)
+
+
+_NUMBER = rb"(-?[0-9.]+(?:e[-+]?[0-9]+)?)"
+# a polyline of two points, as QSvgGenerator writes a line: points="x1,y1 x2,y2 " and nothing else to map
+_TWO_POINT_LINE = re.compile(rb'(<polyline\b[^>]*?points=")' + _NUMBER + b"," + _NUMBER + b" " + _NUMBER + b","
+                             + _NUMBER + rb'( "[^>]*>)')
 
 
 def _crisp_image(tag: bytes, m: tuple[float, ...]) -> bytes:

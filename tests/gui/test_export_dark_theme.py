@@ -29,3 +29,25 @@ def test_painted_figures_take_the_theme_background(bundle, qapp, theme):
                 assert corner.mean() > 200, f"{figure.name}: background {corner} under --theme light"
     finally:
         host.close()
+
+
+@pytest.mark.parametrize("theme", ("light", "dark"))
+def test_grid_names_take_the_theme_and_clear_the_selection_outline(bundle, qapp, theme):
+    from gui.figure_pages import on_page
+
+    host = FigureHost(theme=theme)
+    try:
+        trace = analyse(NumpyRunner(bundle), "The cat sat on the mat.")
+        (figure,) = host.figures(trace, ExportRequest(formats=("png",), figures=("attention_grid",)))
+        with on_page(figure) as grid:
+            grid.select(0, 0)
+            paper = grid.backgroundBrush().color().lightness()
+            outline = grid.outline.mapRectToScene(grid.outline.rect())   # scene pixels, the pen's middle
+            for name in (*grid.layer_names, *grid.head_names):
+                assert abs(name.textItem.defaultTextColor().lightness() - paper) > 120, f"{name.toPlainText()} unreadable"
+            name = grid.layer_names[0].textItem
+            margin = name.document().documentMargin()   # the text's own padding around its glyphs
+            glyphs = name.mapRectToScene(name.boundingRect()).adjusted(margin, margin, -margin, -margin)
+            assert glyphs.right() + 2 < outline.left() - grid.outline.pen().widthF() / 2, "L0 touches the outline"
+    finally:
+        host.close()
