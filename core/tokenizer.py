@@ -216,6 +216,7 @@ class PieceAlphabet:
         self.byte_tokens = byte_tokens
         self.specials = frozenset(specials)
         self._shown: dict[str, str] = {}
+        self._lengths: dict[str, int] = {}
 
     def piece_bytes(self, piece: str) -> bytes:
         if piece in self.specials:
@@ -228,6 +229,15 @@ class PieceAlphabet:
         if self.byte_tokens and (m := _BYTE_TOKEN.fullmatch(piece)):
             return bytes([int(m.group(1), 16)])
         return (piece.replace(self.space, " ") if self.space else piece).encode("utf-8")
+
+    def byte_length(self, piece: str) -> int:
+        """len(piece_bytes(piece)), remembered: the merge replay asks it for every piece of every step shown."""
+        length = self._lengths.get(piece)
+        if length is None:
+            length = len(self.piece_bytes(piece))
+            if len(self._lengths) < _WORD_CACHE_SIZE:
+                self._lengths[piece] = length
+        return length
 
     def display_piece(self, piece: str) -> str:
         """A piece out of context: fragments of a character as "‹e8 ae›", specials as their text."""
@@ -341,6 +351,12 @@ class Tokenization:
         if piece in self.special_pieces:
             return piece.encode("utf-8")
         return self.alphabet.piece_bytes(piece)
+
+    def byte_length(self, piece: str) -> int:
+        """len(piece_bytes(piece)), without building the bytes of a piece seen before."""
+        if piece in self.special_pieces:
+            return len(piece.encode("utf-8"))
+        return self.alphabet.byte_length(piece)
 
     def display_piece(self, piece: str) -> str:
         """A piece out of context, as this sentence's tokenizer shows it."""

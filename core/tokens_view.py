@@ -32,12 +32,13 @@ class TokenChip:
         return self.piece, f"id {self.id}", span
 
 
-def token_chips(trace: Trace) -> tuple[TokenChip, ...]:
+def token_chips(trace: Trace, replay: MergeReplay | None = None) -> tuple[TokenChip, ...]:
+    """replay: the trace's MergeReplay where the caller has one (its word starts are not counted again)."""
     tok = trace.tokenization
     if tok is None:   # tokens appended by id: no byte spans
         return tuple(TokenChip(label, int(i), None, FRAGMENT_MARK in label, False)
                      for label, i in zip(trace.labels(), trace.input_ids))
-    words = MergeReplay(tok).word_start_bytes
+    words = (replay if replay is not None else MergeReplay(tok)).word_start_bytes
     return tuple(TokenChip(t.display, t.id, (t.byte_start, t.byte_end), FRAGMENT_MARK in t.display,
                            t.byte_start in words) for t in tok.tokens)
 
@@ -84,15 +85,13 @@ class MergeReplay:
         tok = self.tokenization
         return tok.initial_pieces if step == 0 else tok.steps[step - 1].pieces
 
-    def _byte_length(self, piece: str) -> int:
-        return len(self.tokenization.piece_bytes(piece))  # the flavour knows its alphabet (bytes or characters)
-
     def starts(self, pieces) -> list[int]:
         """Byte offset where each piece starts in the sentence's UTF-8."""
+        length = self.tokenization.byte_length   # the flavour knows its alphabet (bytes or characters)
         starts, offset = [], 0
         for piece in pieces:
             starts.append(offset)
-            offset += self._byte_length(piece)
+            offset += length(piece)
         return starts
 
     @cached_property
@@ -103,30 +102,43 @@ class MergeReplay:
 
     def fresh(self, step: int) -> list[bool]:
         """For each piece after `step`, whether that step's merge created it."""
+        previous = self.pieces_at(step - 1) if step else ()   # asked first: the replay walks forward only
         pieces = self.pieces_at(step)
+        return self._fresh(step, previous, pieces, self.starts(pieces))
+
+    def _fresh(self, step: int, previous: tuple[str, ...], pieces: tuple[str, ...], starts: list[int]) -> list[bool]:
         if step == 0:
             return [False] * len(pieces)
-        previous = self.pieces_at(step - 1)
         before = dict(zip(self.starts(previous), previous))
         merged = self.tokenization.steps[step - 1].merged
-        return [piece == merged and before.get(start) != piece for start, piece in zip(self.starts(pieces), pieces)]
+        return [piece == merged and before.get(start) != piece for start, piece in zip(starts, pieces)]
 
     def caption(self, step: int) -> str:
-        pieces = self.pieces_at(step)
+        return self._caption(step, len(self.pieces_at(step)))
+
+    def _caption(self, step: int, n_pieces: int) -> str:
         if step == 0:
             unit = "bytes" if self.tokenization.alphabet.byte_level else "characters"  # SentencePiece: characters
-            return f"Step 0 of {self.n_steps}: the sentence as {len(pieces)} {unit}, before any merge"
+            return f"Step 0 of {self.n_steps}: the sentence as {n_pieces} {unit}, before any merge"
         s, shown = self.tokenization.steps[step - 1], self.tokenization.display_piece
         return (f"Step {step} of {self.n_steps}: merge rank {s.rank}: ‘{shown(s.left)}’ + "
-                f"‘{shown(s.right)}’ → ‘{shown(s.merged)}’ ({s.count}×), {len(pieces)} pieces")
+                f"‘{shown(s.right)}’ → ‘{shown(s.merged)}’ ({s.count}×), {n_pieces} pieces")
+
+    def _shown(self, pieces: tuple[str, ...]) -> tuple[str, ...]:
+        """The pieces in context; the last step's are the tokens, whose readable form the trace already has."""
+        tok = self.tokenization
+        if pieces == tok.pieces:
+            return tuple(t.display for t in tok.tokens)
+        return tok.display_pieces(pieces)
 
     def step(self, step: int) -> ReplayStep:
+        previous = self.pieces_at(step - 1) if step else ()   # asked first: the replay walks forward only
         pieces = self.pieces_at(step)
-        shown = self.tokenization.display_pieces(pieces)
+        starts = self.starts(pieces)
         words = self.word_start_bytes
-        return ReplayStep(step, self.caption(step), tuple(
+        return ReplayStep(step, self._caption(step, len(pieces)), tuple(
             ReplayPiece(text, new, start in words)
-            for text, new, start in zip(shown, self.fresh(step), self.starts(pieces))))
+            for text, new, start in zip(self._shown(pieces), self._fresh(step, previous, pieces, starts), starts)))
 
     def row_label(self, step: int) -> str:
         """A short name for one row of the replay figure: "bytes", or "3. ‘t’ + ‘h’"."""

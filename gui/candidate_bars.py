@@ -7,6 +7,8 @@ or label), a key 1–9 or Enter on the highlighted row emits sigRowChosen; the c
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -51,6 +53,7 @@ class CandidateBars(pg.PlotWidget):
         self.rows = 0
         self.cursor_row = 0              # the row Enter chooses
         self._keyboard_used = False      # the cursor row is highlighted only after arrow keys
+        self._cursor_drawn: tuple[float, float] | None = None   # (row centre, width) of the band shown, if any
         self.setFocusPolicy(Qt.StrongFocus)  # so 1–9 and Enter reach it
         plot = self.getPlotItem()
         plot.invertY(True)                   # rank 1 on top
@@ -81,6 +84,7 @@ class CandidateBars(pg.PlotWidget):
         if c is None:
             for item in (self.cursor_band, self.raw_bars, self.after_bars):
                 item.setOpts(x0=[], y=[], width=[])
+            self._cursor_drawn = None
             for name in ("left", "right"):
                 plot.getAxis(name).set_labels([])
             plot.setRange(xRange=(0, 1), yRange=(0, 1), padding=0)
@@ -103,9 +107,11 @@ class CandidateBars(pg.PlotWidget):
     def _draw_cursor(self) -> None:
         """The highlight appears once the arrow keys are used, so exported figures stay clean."""
         visible = self.hasFocus() and self._keyboard_used and self.rows > 0
-        width = self.getPlotItem().vb.viewRange()[0][1]
-        self.cursor_band.setOpts(x0=[0.0] if visible else [], y=[self.cursor_row + 0.5] if visible else [],
-                                 width=[width] if visible else [])
+        band = (self.cursor_row + 0.5, self.getPlotItem().vb.viewRange()[0][1]) if visible else None
+        if band == self._cursor_drawn:   # every new sentence asks: an unchanged band is not set (and redrawn) again
+            return
+        self._cursor_drawn = band
+        self.cursor_band.setOpts(x0=[0.0] if band else [], y=[band[0]] if band else [], width=[band[1]] if band else [])
 
     def _on_clicked(self, event) -> None:
         row = self.row_at(event.scenePos()) if event.button() == Qt.LeftButton else None
@@ -137,10 +143,12 @@ class CandidateBars(pg.PlotWidget):
         self._draw_cursor()
 
 
+@lru_cache(maxsize=2)   # one of each, shared by every row and chart: BarGraphItem only reads them
 def _raw_brush(ruled_out: bool) -> QBrush:
     return QBrush(RULED_OUT_FILL if ruled_out else RAW_COLOUR)
 
 
+@lru_cache(maxsize=2)
 def _raw_pen(ruled_out: bool) -> QPen:
     if ruled_out:
         return pg.mkPen(RULED_OUT_EDGE, width=1, style=Qt.DashLine)

@@ -45,6 +45,7 @@ class ChipFlow(QWidget):
         self._big_height, self._small_height = self._big_metrics.height(), self._small_metrics.height()
         self._chips: list[Chip] = []
         self._line_widths: list[list[float]] = []
+        self._sizes: list[tuple[float, float]] = []   # each chip's width and height
         self._big_width, self._small_width = TextWidths(self._big), TextWidths(self._small)
         self._rects: list[QRectF] = []
         self._laid_out_width = -1
@@ -61,9 +62,10 @@ class ChipFlow(QWidget):
         self._chips = list(chips)
         self._placeholder = placeholder
         self._hovered = -1
-        # Text widths are measured once per chip here, not at every layout or paint.
-        self._line_widths = [[self._big_width(chip.lines[0])] + [self._small_width(text) for text in chip.lines[1:]]
-                             for chip in self._chips]
+        # Text widths and chip sizes are measured once per chip here, not at every layout or paint.
+        big, small = self._big_width, self._small_width
+        self._line_widths = [[big(chip.lines[0])] + [small(text) for text in chip.lines[1:]] for chip in self._chips]
+        self._sizes = [self._chip_size(len(chip.lines), widths) for chip, widths in zip(self._chips, self._line_widths)]
         self._relayout()
         self.update()
 
@@ -83,24 +85,24 @@ class ChipFlow(QWidget):
         return self._chips[index].lines
 
     # ------------------------------------------------------------ layout
-    def _chip_size(self, index: int) -> tuple[float, float]:
-        lines = len(self._chips[index].lines)
+    def _chip_size(self, lines: int, widths: list[float]) -> tuple[float, float]:
         height = self._big_height + self._small_height * (lines - 1)
-        return max(self._line_widths[index]) + 2 * PAD_X, height + 2 * PAD_Y
+        return max(widths) + 2 * PAD_X, height + 2 * PAD_Y
 
     def _flow(self, width: float) -> tuple[list[QRectF], float]:
         """Chip rectangles for a given widget width, and the height they need."""
         rects: list[QRectF] = []
         x, y, row_height = MARGIN, MARGIN, 0.0
-        for index, chip in enumerate(self._chips):
-            w, h = self._chip_size(index)
+        right = width - MARGIN
+        for chip, (w, h) in zip(self._chips, self._sizes):
             gap = (WORD_GAP if chip.gap_before else GAP) if rects else 0.0
-            if rects and x + gap + w > width - MARGIN:   # wrap to a new row
+            if rects and x + gap + w > right:   # wrap to a new row
                 x, y, gap = MARGIN, y + row_height + GAP + 2, 0.0
                 row_height = 0.0
             rects.append(QRectF(x + gap, y, w, h))
             x += gap + w
-            row_height = max(row_height, h)
+            if h > row_height:
+                row_height = h
         return rects, y + row_height + MARGIN
 
     def _relayout(self) -> None:

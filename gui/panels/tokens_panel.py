@@ -254,9 +254,10 @@ class TokensPanel(Panel):
         if trace is not self._shown_trace:
             self._shown_trace = trace
             self.summary.setText(self._summary_text(trace))
+            replay = MergeReplay(trace.tokenization) if trace.tokenization is not None else None
             self.chips.set_chips([Chip(chip.lines, FRAGMENT_FILL if chip.fragment else WHOLE_FILL, chip.gap_before)
-                                  for chip in token_chips(trace)])
-            self._fill_replay(MergeReplay(trace.tokenization) if trace.tokenization is not None else None)
+                                  for chip in token_chips(trace, replay)])
+            self._fill_replay(replay)
         self.chips.set_marked(self.selection.query_index(trace.n_tokens))
 
     @staticmethod

@@ -157,6 +157,16 @@ def test_arrow_keys_and_enter_append_the_highlighted_row(panel, english_trace, q
     assert blocker.args == [[int(panel.candidates.ids[2])]]
 
 
+def test_the_highlight_follows_a_new_sentence_and_leaves_with_the_focus(panel, english_trace, chinese_trace, qtbot):
+    panel.set_trace(english_trace)
+    panel.chart.setFocus()
+    qtbot.keyClick(panel.chart, Qt.Key_Down)
+    panel.set_trace(chinese_trace)   # a new sentence: the band spans the new chart's width
+    assert panel.chart.cursor_band.opts["width"] == [panel.chart.getPlotItem().vb.viewRange()[0][1]]
+    panel.chart.clearFocus()
+    assert len(panel.chart.cursor_band.opts["y"]) == 0
+
+
 def test_appending_is_refused_for_an_earlier_position(panel, english_trace, qtbot):
     """Appending adds to the end of the sentence, so a bar of an earlier position must not append."""
     panel.set_trace(english_trace)

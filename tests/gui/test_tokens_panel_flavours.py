@@ -43,6 +43,9 @@ def test_chips_and_replay_on_an_imported_flavour(show, flavour_runner):
     for step in range(len(tok.steps) + 1):
         assert len(replay.fresh(step)) == len(replay.pieces_at(step))
         assert "<0x" not in replay.caption(step)
+    final = replay.pieces_at(len(tok.steps))   # the tokens: shown and placed as the slow path shows them
+    assert [p.text for p in replay.step(len(tok.steps)).pieces] == list(tok.display_pieces(final))
+    assert replay.starts(final) == [t.byte_start for t in tok.tokens]
     rows = replay.csv().splitlines()
     assert len(rows) == len(tok.steps) + 2 and "▁" not in "".join(rows)
     panel.slider.setValue(len(tok.steps))
