@@ -3,6 +3,7 @@
     python benchmarks/screenshot.py --text "订单成交，订单取消。" --out docs/screenshot.png
     python benchmarks/screenshot.py --panel moe --out /tmp/moe.png            # MoE routing's tab raised
     python benchmarks/screenshot.py --each --size 1280x800 --out /tmp/shots/en.png   # en-moe.png, en-step.png, ...
+    python benchmarks/screenshot.py --panel positions --tab "RoPE pairs" --out /tmp/rope.png
 
 Uses the real display when there is one (e.g. Xvfb: DISPLAY=:99), else Qt's offscreen platform.
 Settings go to a temporary file, so your own layout and last sentence are left alone.
@@ -26,6 +27,18 @@ def settle(app, rounds: int = 30) -> None:
         time.sleep(0.02)
 
 
+def bring_up_tab(window, text: str) -> bool:
+    """Make the tab titled `text` of a panel's own QTabWidget current (not a dock's tab: see --panel)."""
+    from PySide6.QtWidgets import QTabWidget
+
+    for tabs in window.findChildren(QTabWidget):
+        for i in range(tabs.count()):
+            if tabs.tabText(i) == text:
+                tabs.setCurrentIndex(i)
+                return True
+    return False
+
+
 def save(window, out: Path) -> bool:
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out)):
@@ -47,6 +60,8 @@ def main() -> int:
                         help="raise this panel's tab before the shot (repeat for several; names as in "
                              "gui/panels/registry.py: tokens, attention, next_token, positions, moe, step, "
                              "interventions, patching, occlusion, head_roles, logit_lens, attribution, parity)")
+    parser.add_argument("--tab", action="append", default=[], metavar="TEXT",
+                        help="bring up the tab titled TEXT inside a panel (e.g. 'RoPE pairs' in Positions)")
     parser.add_argument("--each", action="store_true",
                         help="one shot per panel, its tab raised: OUT's name + '-NAME' (default layout first)")
     parser.add_argument("--theme", default="light", choices=["light", "dark"],
@@ -81,6 +96,10 @@ def main() -> int:
         controller.select({"query": args.query})
     for name in args.panel:
         window.docks[name].raise_()
+    settle(app, 5)
+    for text in args.tab:
+        if not bring_up_tab(window, text):
+            print(f"no tab titled {text!r}", file=sys.stderr)
     settle(app)
     out = Path(args.out)
     ok = save(window, out)

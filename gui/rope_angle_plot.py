@@ -16,9 +16,10 @@ from PySide6.QtWidgets import QWidget
 from core import positions as pos
 from core.trace import Trace
 from gui.figure_tab import FigureTab
-from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, line, pi_ticks
+from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, fit_legend_columns, line, pi_ticks
 from gui.selection import Selection
 
+LEGEND_COLUMNS = 4          # at most: fewer in a narrow dock (four pushed the speed plot out of view)
 SAMPLES_PER_POSITION = 12   # a fast pair's line reaches 2π before it wraps, not a chord across the wrap
 
 
@@ -53,8 +54,9 @@ class RopeAnglePlot(FigureTab):
         self.plot.setLabel("left", "angle m·θᵢ, wrapped to [0, 2π)")
         pi_ticks(self.plot.getAxis("left"))
         self.plot.setYRange(0, 2 * np.pi, padding=0.02)
-        self.legend = pg.LegendItem(labelTextSize="9pt", colCount=4, frame=False)
-        self.frame.graphics.addItem(self.legend, row=1, col=0)
+        self.legend = pg.LegendItem(labelTextSize="9pt", colCount=LEGEND_COLUMNS, frame=False)
+        self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
+        self.plot.vb.sigResized.connect(self._fit_legend)   # once the figure is laid out at its new width
         self.sentence = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
         self.plot.addItem(self.sentence)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen(KEY_COLOUR, width=1.5, style=Qt.DashLine))
@@ -102,8 +104,8 @@ class RopeAnglePlot(FigureTab):
         self.speed_points.setData(np.arange(n_pairs), np.log10(freq), brush=[pg.mkBrush(c) for c in colours])
         self.speed.setXRange(-0.5, n_pairs - 0.5, padding=0)
         integer_ticks(self.speed.getAxis("bottom"), n_pairs, labels=4)
-        self.plot.setTitle(f"angle of every pair at this sentence's {trace.n_tokens} positions "
-                           f"(the model reads up to {context})", size="9pt")
+        self.plot.setTitle(f"angle of every pair at this sentence's {trace.n_tokens} positions<br>"   # two lines:
+                           f"(the model reads up to {context})", size="9pt")   # one set the plot's least width
         self.frame.caption.setText(
             f"<b>Different rotation speeds.</b> Each line is one of the {n_pairs} pairs: pair i turns by "
             f"θ<sub>i</sub> = {cfg.rope_theta:g}<sup>−2i/{cfg.head_dim}</sup> radians per position, so its angle "
@@ -130,6 +132,10 @@ class RopeAnglePlot(FigureTab):
         self._built_for = frequency
         for i in highlighted:
             self.legend.addItem(self.curves[i], f"pair {i}: {np.degrees(frequency[i]):.3g}° per token")
+        self._fit_legend()
+
+    def _fit_legend(self, *_) -> None:
+        fit_legend_columns(self.legend, self.frame.graphics.width() - 20, LEGEND_COLUMNS)
 
     def table(self) -> str:
         return self.view.csv()
