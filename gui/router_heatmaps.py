@@ -3,7 +3,7 @@
 Drawn from a core.routing_view.LayerRouting. The chosen cells carry a black-and-white double outline
 (visible on any colour), forced cells an orange one, the selected token's row a dashed red one.
 Long sentences, or a short dock, open on a window of rows around the selected token, each row tall enough
-for its label and numbers (LEGIBLE_ROW_PX); drag or scroll to move.
+for its label and numbers (LEGIBLE_ROW_PX); drag to move, the wheel zooms.
 Many experts (32, 64): each column keeps MIN_EXPERT_PX, the two heatmaps scroll sideways when that is
 wider than the dock, and the expert numbers under them are thinned to the room a number has.
 """

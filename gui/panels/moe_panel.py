@@ -33,7 +33,7 @@ ROUTER_EXPLANATION = ("The router is a trainable classifier (one linear layer) t
 CAPTION = "The router sends each token to its top-k experts. <i>(hover: more, 中文)</i>"   # one line beside
 # the layer buttons, in the dock a 1280×800 screen gives
 HOVER_TEXT = "Hover over a cell for its exact numbers; click a row to select that token."
-MORE_ROWS_TEXT = " Drag or scroll the heatmap for the other tokens."
+MORE_ROWS_TEXT = " Drag the heatmap up or down for the other tokens (the wheel zooms)."
 WHATIF_LEAST_PX = 250   # the what-if column's least width when the splitter shares the width out
 MAX_LAYER_BUTTONS = 8   # more layers (Mixtral 8x7B: 32) get a drop-down: 32 buttons are wider than a screen
 DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP that every token goes through "
