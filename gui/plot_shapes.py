@@ -1,5 +1,4 @@
-"""Shapes and axes the Positions plots share: arrows, circles, fast wide lines, π ticks, plain number axes,
-legends that fit their width.
+"""Shapes and axes the Positions plots share: arrows, circles, fast wide lines, π ticks, plain number axes.
 
 Everything is in data coordinates; the plots that draw arrows lock their aspect ratio.
 """
@@ -69,15 +68,3 @@ def plain_axes(plot: pg.PlotItem) -> pg.PlotItem:
     for side in ("left", "bottom"):
         plot.getAxis(side).enableAutoSIPrefix(False)
     return plot
-
-
-def fit_legend_columns(legend: pg.LegendItem, width: float, most: int) -> None:
-    """As many legend columns as `width` pixels hold, at most `most`: a legend wider than its figure widens
-    the plots past the view's edge (a small dock cut the last plot off)."""
-    labels = [label.width() for _, label in legend.items]
-    if not labels or width <= 0:
-        return
-    entry = max(labels) + 40   # the line sample and the gap to the next entry
-    columns = int(max(1, min(most, width // entry)))
-    if columns != legend.columnCount:
-        legend.setColumnCount(columns)

@@ -16,10 +16,10 @@ from PySide6.QtWidgets import QWidget
 from core import positions as pos
 from core.trace import Trace
 from gui.figure_tab import FigureTab
-from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, fit_legend_columns, line, pi_ticks
+from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, line, pi_ticks
 from gui.selection import Selection
 
-LEGEND_COLUMNS = 4          # at most: fewer in a narrow dock (four pushed the speed plot out of view)
+LEGEND_COLUMNS = 3   # four held the figure wider than a 1280×800 screen's dock: the speed plot went out of view
 SAMPLES_PER_POSITION = 12   # a fast pair's line reaches 2π before it wraps, not a chord across the wrap
 
 
@@ -56,7 +56,6 @@ class RopeAnglePlot(FigureTab):
         self.plot.setYRange(0, 2 * np.pi, padding=0.02)
         self.legend = pg.LegendItem(labelTextSize="9pt", colCount=LEGEND_COLUMNS, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
-        self.plot.vb.sigResized.connect(self._fit_legend)   # once the figure is laid out at its new width
         self.sentence = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
         self.plot.addItem(self.sentence)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen(KEY_COLOUR, width=1.5, style=Qt.DashLine))
@@ -132,10 +131,6 @@ class RopeAnglePlot(FigureTab):
         self._built_for = frequency
         for i in highlighted:
             self.legend.addItem(self.curves[i], f"pair {i}: {np.degrees(frequency[i]):.3g}° per token")
-        self._fit_legend()
-
-    def _fit_legend(self, *_) -> None:
-        fit_legend_columns(self.legend, self.frame.graphics.width() - 20, LEGEND_COLUMNS)
 
     def table(self) -> str:
         return self.view.csv()

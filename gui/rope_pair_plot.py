@@ -17,12 +17,11 @@ from core.trace import Trace
 from gui.cell_picking import cell_under
 from gui.figure_tab import FigureTab
 from gui.fonts import ui_font
-from gui.plot_shapes import (AFTER_COLOUR, BEFORE_PEN, GUIDE_PEN, KEY_COLOUR, TRAIL_BRUSH, arrow_segments, circle,
-                              fit_legend_columns, line)
+from gui.plot_shapes import AFTER_COLOUR, BEFORE_PEN, GUIDE_PEN, KEY_COLOUR, TRAIL_BRUSH, arrow_segments, circle, line
 from gui.qt_signals import qt_signals_blocked
 from gui.selection import Selection
 
-LEGEND_COLUMNS = 2
+LEGEND_COLUMNS = 1
 MAX_LABELLED_CELLS = 12   # past that, "12: 180°" would not fit a cell: the pair number only
 RING_RADIUS = 0.3         # in cells; each ring sits in the upper part of its cell, its label below
 RING_HEIGHT = 0.62        # the ring's centre, up from the cell's bottom edge
@@ -40,11 +39,9 @@ class RopePairPlot(FigureTab):
         self._build_controls()
         self.big = self.frame.add_plot(row=0, col=0)
         self.big.setAspectLocked(True)
-        # at most two columns, fewer in a narrow dock: a legend wider than the dock widens the figure past it
+        # one column: two of these long entries held the figure wider than a 1280×800 screen's dock
         self.legend = pg.LegendItem(labelTextSize="8pt", colCount=LEGEND_COLUMNS, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
-        self.big.vb.sigResized.connect(lambda *_: fit_legend_columns(self.legend, self.frame.graphics.width() - 20,
-                                                                     LEGEND_COLUMNS))
         self.ring = line(self.big, pen=GUIDE_PEN)
         self.trail = pg.ScatterPlotItem(size=6, brush=TRAIL_BRUSH, pen=None)
         self.big.addItem(self.trail)

@@ -9,11 +9,11 @@ from core import positions as pos
 from core.trace import Trace
 from gui.figure_tab import FigureTab
 from gui.fitted_ticks import POWERS_OF_TWO, FittedTicks, numbers
-from gui.plot_shapes import DISTINCT_COLOURS, fit_legend_columns, line
+from gui.plot_shapes import DISTINCT_COLOURS, line
 from gui.plotting import DIVERGING, colormap, colour_bar, matrix_plot
 from gui.selection import Selection
 
-LEGEND_COLUMNS = 3   # at most: fewer when the curve plot is narrow (three widened the figure past a small dock)
+LEGEND_COLUMNS = 2   # under the curve plot; three held the figure wider than a 1280×800 screen's dock
 
 
 class SinusoidPlot(FigureTab):
@@ -39,7 +39,6 @@ class SinusoidPlot(FigureTab):
         self.curve_plot.setYRange(-1.1, 1.1, padding=0)
         self.legend = pg.LegendItem(labelTextSize="8pt", colCount=LEGEND_COLUMNS, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=1)
-        self.curve_plot.vb.sigResized.connect(self._fit_legend)   # once the figure is laid out at its new width
         self.curves: dict[int, tuple[pg.PlotDataItem, pg.ScatterPlotItem]] = {}
 
     def draw(self, trace: Trace, selection: Selection) -> None:
@@ -76,11 +75,6 @@ class SinusoidPlot(FigureTab):
             dots = pg.ScatterPlotItem(size=5, brush=pg.mkBrush(colour), pen=None)
             self.curve_plot.addItem(dots)
             self.curves[dim] = (curve, dots)
-        self._fit_legend()
-
-    def _fit_legend(self, *_) -> None:
-        """Under the curves: the room from the curve plot's left edge to the view's right edge."""
-        fit_legend_columns(self.legend, self.frame.graphics.width() - self.curve_plot.x() - 10, LEGEND_COLUMNS)
 
     def table(self) -> str:
         return self.view.csv()
