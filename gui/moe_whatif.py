@@ -22,6 +22,8 @@ from gui.text_fit import elide
 
 BEFORE_BRUSH = (150, 150, 150)
 AFTER_BRUSH = (255, 127, 14)
+BAR_ROW_PX = 26   # a candidate's two bars and its label, apart from the next candidate's
+PLOT_CHROME_PX = 110   # the three title lines and the probability axis
 WHATIF_LEGEND = ("<span style='color:#969696'>■</span> before &nbsp; "
                  "<span style='color:#ff7f0e'>■</span> after (forced)")
 
@@ -98,15 +100,16 @@ class WhatIfView(QGroupBox):
         result_layout.setContentsMargins(0, 0, 0, 0)
         result_layout.addWidget(self.status)
         result_layout.addWidget(self.plots, 1)
-        choice = QHBoxLayout()   # two short rows: readable in a narrow dock
+        choice = QHBoxLayout()   # short rows, each box as wide as the column: readable in a narrow dock
         choice.addWidget(QLabel("to"))
         choice.addWidget(self.expert_box, 1)
         action = QHBoxLayout()
-        action.addWidget(self.mode_box, 1)
         action.addWidget(self.run_button)
+        action.addStretch(1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.token_label)
         layout.addLayout(choice)
+        layout.addWidget(self.mode_box)
         layout.addLayout(action)
         layout.addWidget(self.result_widget, 1)
         self.changes: list[routing.CandidateChange] = []   # the bars drawn
@@ -155,7 +158,9 @@ class WhatIfView(QGroupBox):
         self.plot.getAxis("left").setTicks([ticks, []])
         top = max([c.before for c in self.changes] + [c.after for c in self.changes] + [1e-6])
         self.plot.setRange(xRange=(0, top * 1.05), yRange=(-0.6, len(self.changes) - 0.4), padding=0)
-        self.title.setText(f"Next token after {html.escape(quoted(before, position))}<br>{WHATIF_LEGEND}", size="9pt")
+        # The title on short lines and the bars their height: the column is narrow in a small dock.
+        self.title.setText(f"Next token after<br>{html.escape(quoted(before, position))}<br>{WHATIF_LEGEND}", size="9pt")
+        self.plots.setMinimumHeight(PLOT_CHROME_PX + BAR_ROW_PX * len(self.changes))
         self.status.setText(self._summary(result))
         self.plots.show()
 

@@ -19,6 +19,7 @@ from gui.figure_tab import FigureTab
 from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, line, pi_ticks
 from gui.selection import Selection
 
+LEGEND_COLUMNS = 3   # four held the figure wider than a 1280×800 screen's dock: the speed plot went out of view
 SAMPLES_PER_POSITION = 12   # a fast pair's line reaches 2π before it wraps, not a chord across the wrap
 
 
@@ -53,8 +54,8 @@ class RopeAnglePlot(FigureTab):
         self.plot.setLabel("left", "angle m·θᵢ, wrapped to [0, 2π)")
         pi_ticks(self.plot.getAxis("left"))
         self.plot.setYRange(0, 2 * np.pi, padding=0.02)
-        self.legend = pg.LegendItem(labelTextSize="9pt", colCount=4, frame=False)
-        self.frame.graphics.addItem(self.legend, row=1, col=0)
+        self.legend = pg.LegendItem(labelTextSize="9pt", colCount=LEGEND_COLUMNS, frame=False)
+        self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
         self.sentence = pg.LinearRegionItem(movable=False, brush=pg.mkBrush(0, 0, 0, 18), pen=pg.mkPen(None))
         self.plot.addItem(self.sentence)
         self.cursor = pg.InfiniteLine(angle=90, pen=pg.mkPen(KEY_COLOUR, width=1.5, style=Qt.DashLine))
@@ -102,8 +103,8 @@ class RopeAnglePlot(FigureTab):
         self.speed_points.setData(np.arange(n_pairs), np.log10(freq), brush=[pg.mkBrush(c) for c in colours])
         self.speed.setXRange(-0.5, n_pairs - 0.5, padding=0)
         integer_ticks(self.speed.getAxis("bottom"), n_pairs, labels=4)
-        self.plot.setTitle(f"angle of every pair at this sentence's {trace.n_tokens} positions "
-                           f"(the model reads up to {context})", size="9pt")
+        self.plot.setTitle(f"angle of every pair at this sentence's {trace.n_tokens} positions<br>"   # two lines:
+                           f"(the model reads up to {context})", size="9pt")   # one set the plot's least width
         self.frame.caption.setText(
             f"<b>Different rotation speeds.</b> Each line is one of the {n_pairs} pairs: pair i turns by "
             f"θ<sub>i</sub> = {cfg.rope_theta:g}<sup>−2i/{cfg.head_dim}</sup> radians per position, so its angle "

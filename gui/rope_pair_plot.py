@@ -21,6 +21,7 @@ from gui.plot_shapes import AFTER_COLOUR, BEFORE_PEN, GUIDE_PEN, KEY_COLOUR, TRA
 from gui.qt_signals import qt_signals_blocked
 from gui.selection import Selection
 
+LEGEND_COLUMNS = 1
 MAX_LABELLED_CELLS = 12   # past that, "12: 180°" would not fit a cell: the pair number only
 RING_RADIUS = 0.3         # in cells; each ring sits in the upper part of its cell, its label below
 RING_HEIGHT = 0.62        # the ring's centre, up from the cell's bottom edge
@@ -38,8 +39,8 @@ class RopePairPlot(FigureTab):
         self._build_controls()
         self.big = self.frame.add_plot(row=0, col=0)
         self.big.setAspectLocked(True)
-        # two columns: three in a row would hold the figure wider than a 1280-pixel window's dock
-        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=2, frame=False)
+        # one column: two of these long entries held the figure wider than a 1280×800 screen's dock
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=LEGEND_COLUMNS, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=0, colspan=2)
         self.ring = line(self.big, pen=GUIDE_PEN)
         self.trail = pg.ScatterPlotItem(size=6, brush=TRAIL_BRUSH, pen=None)

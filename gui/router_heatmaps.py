@@ -2,7 +2,8 @@
 
 Drawn from a core.routing_view.LayerRouting. The chosen cells carry a black-and-white double outline
 (visible on any colour), forced cells an orange one, the selected token's row a dashed red one.
-Long sentences open on a window of rows around the selected token; drag or scroll to move.
+Long sentences, or a short dock, open on a window of rows around the selected token, each row tall enough
+for its label and numbers (LEGIBLE_ROW_PX); drag to move, the wheel zooms.
 Many experts (32, 64): each column keeps MIN_EXPERT_PX, the two heatmaps scroll sideways when that is
 wider than the dock, and the expert numbers under them are thinned to the room a number has.
 """
@@ -23,6 +24,8 @@ from gui.heatmap import CellText, Heatmap, cells_path, cosmetic_pen
 
 # A column this wide still shows its colour inside the chosen cells' double outline (5 px of it).
 MIN_EXPERT_PX = 12
+NUMBER_EXPERT_PX = 30  # a column this wide holds its numbers ("0.27", gui.heatmap.MIN_LABEL_CELL_PX) with room
+LEGIBLE_ROW_PX = 13.0  # a row this tall holds its number and keeps its token name (gui.token_axis's pitch)
 CHROME_PX = 190        # the token names, the colour bar and the margins, until laid out once
 
 CONVENTION = ("Hugging Face: softmax over all experts → keep top-k → renormalise to sum 1; "
@@ -32,7 +35,7 @@ CHOSEN_INNER = QColor(255, 255, 255)
 FORCED_COLOUR = QColor(255, 127, 14)      # forced by an override: orange, unlike the router's own choice
 SELECTED_ROW_COLOUR = QColor(214, 39, 40)
 ROW_LABEL_COLUMNS = 16                    # "12 token": the position and a short word
-WINDOW_ROWS = 40                          # long sentences open on 40 rows around the selected token
+WINDOW_ROWS = 40                          # long sentences open on at most 40 rows around the selected token
 
 
 class RouterView(QWidget):
@@ -70,9 +73,15 @@ class RouterView(QWidget):
         self.forced: set[tuple[int, int]] = set()    # (token, expert) outlined as forced
         self.row_labels: list[str] = []
         self.off = np.zeros(0, bool)                 # [E] the experts switched off, for the numbers under the columns
+        self.selected_row = 0
         self.probs_plot.vb.sigYRangeChanged.connect(self._on_rows_moved)
+        self.probs_plot.vb.sigResized.connect(self._fit_rows)
         self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
         self.probs_plot.vb.sigResized.connect(self._number_experts)
+        for plot in both:
+            plot.vb.sigResized.connect(self._even_columns)
+        self.plots.ci.layout.setColumnStretchFactor(0, 1)
+        self.plots.ci.layout.setColumnStretchFactor(1, 1)
 
     def _matrix_plot(self, col: int, title: str, rows_named: bool) -> Heatmap:
         self.plots.addLabel(title, row=0, col=col)
@@ -112,18 +121,48 @@ class RouterView(QWidget):
         for plot in (self.probs_plot, self.weights_plot):
             plot.setLimits(xMin=0, xMax=n_experts, yMin=0, yMax=n_tokens, minYRange=min(4, n_tokens))
             plot.setXRange(0, n_experts, padding=0)
-        self.probs_plot.setYRange(0, min(n_tokens, WINDOW_ROWS), padding=0)
+        self.probs_plot.setYRange(0, self.window_rows(), padding=0)
         self._number_experts()
         self._on_rows_moved()
 
     def least_width(self, n_experts: int) -> int:
         """The plots' width at which every expert column is MIN_EXPERT_PX wide (narrower: it scrolls)."""
+        return self._plots_width_for(n_experts, MIN_EXPERT_PX)
+
+    def numbers_width(self, n_experts: int) -> int:
+        """This view's width at which every expert column holds its numbers (NUMBER_EXPERT_PX)."""
+        return self.width() - self.plots.width() + self._plots_width_for(n_experts, NUMBER_EXPERT_PX)
+
+    def _plots_width_for(self, n_experts: int, column_px: float) -> int:
         narrowest = min(self.probs_plot.vb.width(), self.weights_plot.vb.width())
         if narrowest <= 0:   # not laid out yet
-            return round(2 * n_experts * MIN_EXPERT_PX + CHROME_PX)
+            return round(2 * n_experts * column_px + CHROME_PX)
         # The two plots share any width given or taken equally: the narrower (the one with the token
-        # names) must reach n × MIN_EXPERT_PX.
-        return round(self.plots.width() + 2 * (n_experts * MIN_EXPERT_PX - narrowest))
+        # names) must reach n × column_px.
+        return round(self.plots.width() + 2 * (n_experts * column_px - narrowest))
+
+    def window_rows(self) -> int:
+        """How many rows to show at once: every row while each is LEGIBLE_ROW_PX tall, at most WINDOW_ROWS."""
+        n_tokens, height = len(self.row_labels), self.probs_plot.vb.height()
+        fitting = int(height // LEGIBLE_ROW_PX) if height > 0 else WINDOW_ROWS   # not laid out yet: the most
+        return max(1, min(n_tokens, WINDOW_ROWS, max(fitting, 4)))
+
+    def _fit_rows(self, *args) -> None:
+        """A resized view shows as many legible rows as it now holds, around the selected token."""
+        top, bottom = self.probs_plot.vb.viewRange()[1]
+        if self.row_labels and round(bottom - top) != self.window_rows():
+            self._show_rows_around(self.selected_row, self.window_rows())
+
+    def _even_columns(self, *args) -> None:
+        """Both heatmaps' cells equally wide: the token names come out of the first heatmap's half, not on
+        top of it (an even split of the plots left the probabilities' columns too narrow for numbers)."""
+        probs, weights = self.probs_plot, self.weights_plot
+        both = probs.width() + weights.width()
+        names = (probs.width() - probs.vb.width()) - (weights.width() - weights.vb.width())
+        wanted = (both + names) / 2
+        if both > 0 and abs(probs.width() - wanted) > 1:
+            probs.setPreferredWidth(wanted)
+            weights.setPreferredWidth(both - wanted)
 
     def column_px(self) -> float:
         """How wide one expert's column is on screen (in the narrower of the two heatmaps)."""
@@ -146,11 +185,16 @@ class RouterView(QWidget):
         path = cells_path([(row, 0)], width=n_experts)
         for item in self.selected_rows:
             item.setPath(path)
+        self.selected_row = row
         top, bottom = self.probs_plot.vb.viewRange()[1]
         if not top <= row + 0.5 <= bottom:
-            rows = min(n_tokens, max(bottom - top, 1))
-            start = min(max(0.0, row + 0.5 - rows / 2), n_tokens - rows)
-            self.probs_plot.setYRange(start, start + rows, padding=0)
+            self._show_rows_around(row, min(n_tokens, max(bottom - top, 1)))
+
+    def _show_rows_around(self, row: int, rows: float) -> None:
+        n_tokens = len(self.row_labels)
+        rows = min(rows, n_tokens)
+        start = min(max(0.0, row + 0.5 - rows / 2), n_tokens - rows)
+        self.probs_plot.setYRange(start, start + rows, padding=0)
 
     def visible_rows(self) -> tuple[int, int]:
         top, bottom = self.probs_plot.vb.viewRange()[1]
@@ -161,8 +205,8 @@ class RouterView(QWidget):
         first, last = self.visible_rows()
         row_px = self.probs_plot.vb.height() / max(last - first, 1)
         total = len(self.row_labels)
-        self.probs_plot.setLabel("left", "token" if last - first >= total else
-                                 f"token ({first}–{last - 1} of {total}: drag or scroll to move)")
+        # Short: it runs beside the rows shown, a dozen of them in a small dock.
+        self.probs_plot.setLabel("left", "token" if last - first >= total else f"tokens {first}–{last - 1} of {total}")
         small = min(row_px, self.column_px()) < 9  # a 5 px double outline would hide cells a few pixels across
         for outer, inner in self.chosen_outlines:
             outer.setPen(cosmetic_pen(CHOSEN_OUTER, 1.0 if small else 3.5))

@@ -13,6 +13,8 @@ from gui.plot_shapes import DISTINCT_COLOURS, line
 from gui.plotting import DIVERGING, colormap, colour_bar, matrix_plot
 from gui.selection import Selection
 
+LEGEND_COLUMNS = 2   # under the curve plot; three held the figure wider than a 1280×800 screen's dock
+
 
 class SinusoidPlot(FigureTab):
     figure_name = "positions_sinusoidal"
@@ -24,7 +26,7 @@ class SinusoidPlot(FigureTab):
         self.view: pos.SinusoidalView | None = None
         self.heat_plot = self.frame.add_plot(row=0, col=0)
         matrix_plot(self.heat_plot, "dimension", "position")
-        self.heat_plot.setTitle("PE[position, dimension]")
+        self.heat_plot.setTitle("PE[position, dimension]", size="10pt")   # a title sets its plot's least width
         self.image = pg.ImageItem()
         self.heat_plot.addItem(self.image)
         self.bar = colour_bar(self.heat_plot, self.image, (-1.0, 1.0), colormap(DIVERGING), "PE value")
@@ -33,9 +35,9 @@ class SinusoidPlot(FigureTab):
         self.curve_plot = self.frame.add_plot(row=0, col=1)
         self.curve_plot.setLabel("bottom", "position")
         self.curve_plot.setLabel("left", "PE value")
-        self.curve_plot.setTitle("a few dimensions over position")
+        self.curve_plot.setTitle("a few dimensions over position", size="10pt")
         self.curve_plot.setYRange(-1.1, 1.1, padding=0)
-        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=3, frame=False)
+        self.legend = pg.LegendItem(labelTextSize="8pt", colCount=LEGEND_COLUMNS, frame=False)
         self.frame.graphics.addItem(self.legend, row=1, col=1)
         self.curves: dict[int, tuple[pg.PlotDataItem, pg.ScatterPlotItem]] = {}
 

@@ -21,6 +21,7 @@ from core.readouts import default_target
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.cell_picking import row_under
 from gui.figure_frame import figure_frame
+from gui.fill_scroll_area import FillScrollArea
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
@@ -31,6 +32,8 @@ KIND_COLOURS = {"embed": QColor("#8c8c8c"), "head": QColor("#2c5f8a"), "attn_bia
                 "expert": QColor("#e07b20"), "mlp": QColor("#e07b20")}
 SELECTED_EDGE = QColor(214, 39, 40)
 BAR_HEIGHT = 0.75
+NAMED_BARS = 40          # bars the chart keeps room to name; past that (a big model) the names are thinned
+CHART_CHROME_PX = 60     # the chart's axis and its title
 LEGEND = ("<span style='color:#8c8c8c'>■</span> token embedding &nbsp; "
           "<span style='color:#2c5f8a'>■</span> attention head (through its slice of W_O) &nbsp; "
           "<span style='color:#7fa7c9'>■</span> o_proj bias (models that have one) &nbsp; "
@@ -110,7 +113,9 @@ class AttributionPanel(Panel):
         layout.addWidget(self.figure_box, 1)
         self.target_box.valueChanged.connect(self.refresh)
         self.versus_box.valueChanged.connect(self.refresh)
-        return page
+        area = FillScrollArea()   # a short dock scrolls to the bars rather than squeezing out their names
+        area.setWidget(page)
+        return area
 
     # ---------------------------------------------------------------- drawing
     def clear(self) -> None:
@@ -148,6 +153,8 @@ class AttributionPanel(Panel):
                               pens=[pg.mkPen(SELECTED_EDGE, width=2.5) if kind == chosen else pg.mkPen(None)
                                     for kind in kinds])
         self.axis.set_labels([bar_label(name, value) for name, value in self.bars], columns=None)
+        # every bar keeps its name (the axis thins names on rows under a legible line), up to a screenful of bars
+        self.chart.setMinimumHeight(CHART_CHROME_PX + round(self.axis.legible_pitch() + 1) * min(len(rows), NAMED_BARS))
         low, high = min(0.0, float(values.min())), max(0.0, float(values.max()))
         pad = 0.04 * max(high - low, 1e-9)
         self.chart.getPlotItem().setRange(xRange=(low - pad, high + pad), yRange=(0, len(rows)),

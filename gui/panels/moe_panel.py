@@ -11,7 +11,7 @@ expert), gui.expert_load_bars (load, tokens per expert, a switch per expert) and
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt, QTimer
 from PySide6.QtWidgets import QButtonGroup, QComboBox, QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from core import routing
@@ -30,6 +30,11 @@ ROUTER_EXPLANATION = ("The router is a trainable classifier (one linear layer) t
                       "for each expert; the top few experts are kept, each computes a new vector, and their outputs "
                       "are added by their weights. (中文：路由规则是一层分类网络，参与训练，输出一组专家概率，"
                       "选择最高的那几个专家；这些专家分别预测新的向量，按专家概率把它们加起来。)")
+CAPTION = "The router sends each token to its top-k experts. <i>(hover: more, 中文)</i>"   # one line beside
+# the layer buttons, in the dock a 1280×800 screen gives
+HOVER_TEXT = "Hover over a cell for its exact numbers; click a row to select that token."
+MORE_ROWS_TEXT = " Drag the heatmap up or down for the other tokens (the wheel zooms)."
+WHATIF_LEAST_PX = 250   # the what-if column's least width when the splitter shares the width out
 MAX_LAYER_BUTTONS = 8   # more layers (Mixtral 8x7B: 32) get a drop-down: 32 buttons are wider than a screen
 DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP that every token goes through "
               "(Llama, Mistral and Qwen are built this way), so there are no experts to show.")
@@ -49,8 +54,7 @@ class MoePanel(Panel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         # One line on screen; the full explanation (English and Chinese) on hover.
-        self.caption = QLabel("The router gives every token a probability per expert; the top-k experts run and "
-                              "their outputs are added by weight. <i>(hover for more, 中文)</i>", wordWrap=True)
+        self.caption = QLabel(CAPTION, wordWrap=True)
         self.caption.setToolTip(ROUTER_EXPLANATION)
         self.banner = QLabel(wordWrap=True)
         self.banner.setStyleSheet("background:#ffe8cc; color:#7a3b00; padding:3px;")
@@ -61,7 +65,7 @@ class MoePanel(Panel):
         self.layer_box.setVisible(False)
         self.layer_box.activated.connect(lambda l: self.sigSelect.emit({"layer": int(l)}))   # the user's choice only
         self.router = RouterView()
-        self.hover = QLabel("Hover over a cell for its exact numbers; click a row to select that token.", wordWrap=True)
+        self.hover = QLabel(HOVER_TEXT, wordWrap=True)
         self.load = ExpertLoadBars()
         self.load.sigExpertSwitched.connect(self.switch_expert)
         self.whatif = WhatIfView()
@@ -76,6 +80,7 @@ class MoePanel(Panel):
         self._drawn_target: tuple[int, int] | None = None  # (layer, token)
         self.router.sigCellClicked.connect(lambda token, _: self.sigSelect.emit({"query": token}))
         self.router.sigCellHovered.connect(self._on_hover)
+        self.router.probs_plot.vb.sigYRangeChanged.connect(self._show_idle_hover)
         self.refresh()
 
     def _content(self) -> QWidget:
@@ -93,13 +98,16 @@ class MoePanel(Panel):
         column_layout.setContentsMargins(0, 0, 0, 0)
         column_layout.addWidget(self.whatif, 3)
         column_layout.addWidget(self.load, 2)
-        right = FillScrollArea()
-        right.setWidget(column)
+        self.right = FillScrollArea()
+        self.right.setWidget(column)
         split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.router)
-        split.addWidget(right)
-        split.setStretchFactor(0, 11)   # the router's cells wide enough for their numbers
+        split.addWidget(self.right)
+        split.setChildrenCollapsible(False)
+        split.setStretchFactor(0, 11)
         split.setStretchFactor(1, 9)
+        split.splitterMoved.connect(lambda *_: setattr(self, "_split_by_user", True))
+        self.split, self._split_by_user = split, False
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.banner)
@@ -124,12 +132,27 @@ class MoePanel(Panel):
             self.routing = layer_routing(trace, layer)
             self.router.draw(self.routing)
             self.load.draw(self.routing)
+            self._share_width()
         if not (same_trace and self._drawn_target == (layer, token)):
             self.router.select_row(token, trace.n_tokens, trace.config.num_local_experts)
             self.whatif.update_controls(trace, layer, token, self.routing.off,
                                         reset_expert=self._drawn_target != (layer, token))
         self._drawn_trace, self._drawn_target = trace, (layer, token)
         self._draw_whatif()
+
+    def _share_width(self) -> None:
+        """The heatmaps get the width their numbers need (the what-if keeps WHATIF_LEAST_PX), until the user
+        drags the splitter: a small dock's even split left columns too narrow for any number."""
+        total = sum(self.split.sizes())
+        if self._split_by_user or self.routing is None or total <= 0:
+            return
+        router = min(max(self.router.numbers_width(self.routing.n_experts), total * 11 // 20), total - WHATIF_LEAST_PX)
+        if abs(router - self.split.sizes()[0]) > 2:
+            self.split.setSizes([router, total - router])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._share_width()
 
     def _sync_layer_buttons(self, num_layers: int, layer: int) -> None:
         many = num_layers > MAX_LAYER_BUTTONS
@@ -221,6 +244,12 @@ class MoePanel(Panel):
             return
         self.result = WhatIfResult(request, trace)
         self._draw_whatif()
+        QTimer.singleShot(0, self.scroll_to_result)   # once the column is laid out with the bars shown
+
+    def scroll_to_result(self) -> None:
+        """The result sits under the controls: in a short dock, bring its top to the top of the column."""
+        top = self.whatif.result_widget.mapTo(self.right.widget(), QPoint(0, 0)).y()
+        self.right.verticalScrollBar().setValue(top)
 
     # ------------------------------------------------------------ switching experts off
 
@@ -247,6 +276,8 @@ class MoePanel(Panel):
 
     def _hover_token(self, position: int) -> None:
         """Highlight the hovered token's characters in the sentence (-1: none); only when it changes."""
+        if position < 0:
+            self._show_idle_hover(always=True)
         if position == self._hovered:
             return
         self._hovered = position
@@ -255,6 +286,13 @@ class MoePanel(Panel):
             self.sigHoverText.emit(tokens[position].char_start, tokens[position].char_end)
         else:
             self.sigHoverText.emit(-1, -1)
+
+    def _show_idle_hover(self, *_, always: bool = False) -> None:
+        """No cell hovered: the line says how to read the cells, and how to reach the rows out of view."""
+        if always or self._hovered < 0:
+            first, last = self.router.visible_rows()
+            windowed = last - first < len(self.router.row_labels)
+            self.hover.setText(HOVER_TEXT + (MORE_ROWS_TEXT if windowed else ""))
 
     # ------------------------------------------------------------ export
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from PySide6.QtCore import QSize
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
@@ -32,6 +32,8 @@ ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention 
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
 TABLE_HEADER = ("position", "token", "delta_logprob", "rollout")
 MIN_PAGE_WIDTH = 480   # the colour keys at their full length, the caption in a few lines
+MIN_STRIPS_PX = 380    # the strips' least width beside the table (narrower, the table goes under them)
+TABLE_ROWS_UNDER = 12  # rows the table shows at once under the strips (the page scrolls to it)
 
 
 def run_occlusion(runner, ids, position: int, target: str, baseline: str) -> Occlusion:
@@ -58,13 +60,17 @@ class OcclusionPanel(Panel):
         self.summary.setObjectName("occlusion_summary")
         self.summary.setWordWrap(True)
         self.error = ""   # why the last run failed ("" when it did not)
-        splitter = QSplitter()
-        splitter.addWidget(self._build_strips())
+        self.splitter = QSplitter()
+        self.splitter.addWidget(self._build_strips())
         self.table = QTableWidget(0, len(TABLE_HEADER))
-        self.table.setHorizontalHeaderLabels(["pos", "token", "Δ log p (occlusion)", "rollout (approx.)"])
-        splitter.addWidget(self.table)
-        splitter.setSizes([600, 360])
-        layout.addWidget(splitter, 1)
+        # Short titles on two lines and no row numbers (pos says it): the numbers fit a narrow dock's table.
+        self.table.setHorizontalHeaderLabels(["pos", "token", "Δ log p\n(occlusion)", "rollout\n(approx.)"])
+        self.table.verticalHeader().hide()
+        self.splitter.addWidget(self.table)
+        self.splitter.setSizes([600, 360])
+        self.splitter.splitterMoved.connect(lambda *_: setattr(self, "_split_by_user", True))
+        self._split_by_user = False
+        layout.addWidget(self.splitter, 1)
         note = QLabel(ROLLOUT_NOTE)
         note.setWordWrap(True)
         layout.addWidget(note)
@@ -172,6 +178,26 @@ class OcclusionPanel(Panel):
                     f"{value:.3f}" if c == 3 else str(value)
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
+        self._give_table_its_width()
+
+    def _give_table_its_width(self) -> None:
+        """Beside the strips when the panel holds both (the table as wide as its columns), else under them,
+        its rows in view: a narrow dock's table showed two columns of four. The user's drag stays."""
+        table = self.table
+        wanted = (table.horizontalHeader().length() + table.verticalScrollBar().sizeHint().width()
+                  + 2 * table.frameWidth())
+        beside = self.width() >= MIN_STRIPS_PX + wanted
+        self.splitter.setOrientation(Qt.Orientation.Horizontal if beside else Qt.Orientation.Vertical)
+        rows = min(table.rowCount(), TABLE_ROWS_UNDER)
+        table.setMinimumHeight(0 if beside else table.horizontalHeader().height() + rows * table.rowHeight(0)
+                               + 2 * table.frameWidth() if rows else 0)
+        total = self.splitter.width() if beside else self.splitter.height()
+        if beside and not self._split_by_user and wanted > self.splitter.sizes()[1]:
+            self.splitter.setSizes([total - wanted, wanted])
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        self._give_table_its_width()
 
     def table_rows(self, labels: list[str]) -> list[list]:
         r = self.result

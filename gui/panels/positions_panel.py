@@ -20,6 +20,7 @@ from core.trace_fields import of_layer
 from gui import figure_pages as pages
 from gui.embed_plus_pe_plot import EmbedPlusPePlot
 from gui.figure_tab import FigureTab
+from gui.fill_scroll_area import FillScrollArea
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.relative_position_plot import RelativePositionPlot
@@ -47,8 +48,10 @@ class PositionsPanel(Panel):
                                        RelativePositionPlot()]
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
-        for page in self.pages:
-            self.tabs.addTab(page, page.tab_title)
+        for page in self.pages:   # a page taller than a small dock (its caption wraps to four lines) scrolls
+            area = FillScrollArea()
+            area.setWidget(page)
+            self.tabs.addTab(area, page.tab_title)
         self.tabs.currentChanged.connect(lambda _: self._draw_visible())
         content = QWidget()
         layout = QVBoxLayout(content)
@@ -87,8 +90,12 @@ class PositionsPanel(Panel):
             page.stale = True
         self._draw_visible()
 
+    def visible_page(self) -> FigureTab | None:
+        index = self.tabs.currentIndex()
+        return self.pages[index] if 0 <= index < len(self.pages) else None
+
     def _draw_visible(self) -> None:
-        page = self.tabs.currentWidget()
+        page = self.visible_page()
         if self.trace is not None and page is not None and page.stale:
             page.draw(self.trace, self.selection)
             page.stale = False
@@ -106,7 +113,7 @@ class PositionsPanel(Panel):
     def _lay_out_like_visible(self, page: FigureTab) -> None:
         """A hidden tab keeps its first size (Qt lays out hidden widgets lazily): give it the visible one's,
         so an exported figure has the proportions the user sees."""
-        visible = self.tabs.currentWidget()
+        visible = self.visible_page()
         if page is visible or visible is None or not visible.width():
             return
         page.resize(visible.size())

@@ -154,7 +154,7 @@ class TokensPanel(Panel):
         self.summary.setWordWrap(True)
         legend = QLabel(LEGEND)
         legend.setWordWrap(True)
-        legend.setStyleSheet("QLabel { color: #444; }")
+        legend.setStyleSheet(f"QLabel {{ color: {ink('#444', '#bbb').name()}; }}")   # #444 was lost on a dark theme
         self.chips = ChipFlow(big_point_size=12.0, small_point_size=8.0)
         self.chips.setObjectName("tokens_chips")
         self.chips.sigHovered.connect(self._on_chip_hovered)

@@ -109,3 +109,19 @@ def test_occlusion_colours_sit_behind_each_tokens_own_text(show, runner, clean, 
     assert any(abs(p.lightness() - expected.lightness()) > 60 for p in text_pixels)   # its text drawn over it
     assert [panel.rollout_strip.chip_lines(t)[0] for t in range(clean.n_tokens)] == labels
     assert panel.delta_bar.levels() == pytest.approx((-span, span))
+
+
+@pytest.mark.parametrize("width", [466, 700], ids=["1152px-screen", "1600px-screen"])   # the Occlusion dock's widths
+def test_occlusion_table_shows_every_column_beside_or_under_the_strips(show, runner, clean, qtbot, width):
+    from PySide6.QtCore import Qt
+
+    panel = show(OcclusionPanel(), width, 346)
+    panel.set_trace(clean)
+    panel.show_result(occlude(runner, clean.input_ids))
+    qtbot.wait(50)
+    table = panel.table
+    assert table.horizontalHeader().length() <= table.viewport().width(), "columns cut off at the table's edge"
+    if panel.splitter.orientation() == Qt.Orientation.Vertical:   # under the strips: its rows in view, not a sliver
+        assert table.height() >= table.horizontalHeader().height() + 3 * table.rowHeight(0)
+    else:
+        assert width >= 700

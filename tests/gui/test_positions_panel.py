@@ -222,7 +222,7 @@ def test_relative_demo_dots_are_equal_across_shifts_and_match_the_runner(panel, 
 
 def test_following_the_shared_selection_redraws_the_visible_page(panel, trace):
     panel.set_trace(trace)
-    panel.tabs.setCurrentWidget(tab(panel, "positions_rope_pairs"))
+    panel.tabs.setCurrentIndex(panel.pages.index(tab(panel, "positions_rope_pairs")))
     page = tab(panel, "positions_rope_pairs")
     half = trace.config.head_dim // 2
     for head in range(trace.num_heads):
@@ -260,7 +260,7 @@ def test_user_choices_ask_through_sigselect_and_programmatic_updates_do_not(pane
 
 @pytest.mark.parametrize("corner", [(0.1, 0.1), (0.9, 0.9)])
 def test_clicking_a_small_multiple_selects_that_pair(panel, trace, qtbot, corner):
-    panel.tabs.setCurrentWidget(tab(panel, "positions_rope_pairs"))
+    panel.tabs.setCurrentIndex(panel.pages.index(tab(panel, "positions_rope_pairs")))
     show(panel, trace)
     qtbot.wait(20)
     page = tab(panel, "positions_rope_pairs")
@@ -304,3 +304,23 @@ def test_arrow_segments_start_at_the_origin_and_end_at_the_tip():
     assert len(x) == 12
     assert (x[0], y[0], x[1], y[1]) == (1.0, 1.0, 3.0, 4.0)
     assert (x[7], y[7]) == (-1.0, 0.5)
+
+
+def test_in_a_small_dock_every_tab_scrolls_to_its_whole_figure_and_nothing_runs_past_the_right_edge(show, trace, qtbot):
+    from PySide6.QtWidgets import QScrollArea
+
+    panel = show(PositionsPanel(), 676, 346)   # the dock a 1280×800 screen's default layout gives it
+    panel.set_trace(trace)
+    for index, page in enumerate(panel.pages):
+        panel.tabs.setCurrentIndex(index)
+        qtbot.wait(50)
+        graphics = page.frame.graphics
+        assert graphics.centralWidget.geometry().right() <= graphics.viewport().width() + 1, \
+            f"{page.tab_title}: plots run past the right edge"
+        widget = graphics
+        while widget is not None:   # scroll to the end: the plots' bottom edge must come into view
+            if isinstance(widget, QScrollArea):
+                widget.verticalScrollBar().setValue(widget.verticalScrollBar().maximum())
+            widget = widget.parentWidget()
+        assert graphics.visibleRegion().boundingRect().bottom() >= graphics.height() - 2, \
+            f"{page.tab_title}: the bottom of its plots cannot be reached"

@@ -306,6 +306,16 @@ def test_headless_export_scores_the_probe_as_the_app_does(bundle, tmp_path):
     assert [float(r["induction_probe"]) for r in rows] == pytest.approx(probe.scores[..., -1].ravel().tolist())
 
 
+def test_attribution_in_a_short_dock_names_every_bar_and_scrolls_instead(show, trace, qtbot):
+    panel = show(AttributionPanel(), 466, 346)   # the dock a 1280×800 screen's default layout gives it
+    panel.set_trace(trace)
+    qtbot.wait(50)
+    plot = panel.chart.getPlotItem()
+    low, high = plot.vb.viewRange()[1]
+    ((step, rows),) = panel.axis.tickValues(low, high, plot.vb.height())
+    assert step == 1 and len(rows) == len(panel.bars), "bars left unnamed"
+
+
 def test_attribution_on_a_dense_model_with_an_o_proj_bias_draws_its_mlp_and_bias_bars(show, make_bundle):
     """A dense model's parts are 'L0.MLP' and 'L0.attn_bias': drawn, coloured, clickable and in the CSV."""
     from core.runners import NumpyRunner
