@@ -157,6 +157,7 @@ class FigureHost:
         importlib.import_module("gui.plotting")   # its pyqtgraph settings first (panels import it): the theme goes over them
         self._undo_theme = apply_theme(self.app, theme)
         self._runner = runner
+        self._probe = None                           # the runner's head roles on its probe, once asked for
         entries = PANELS if classes is None else [PanelEntry.of(cls) for cls in classes]
         self._entries = {entry.object_name: entry for entry in entries}
         self._built: dict[str, object] = {}        # object_name -> the panel, once built
@@ -174,17 +175,24 @@ class FigureHost:
         return self._built[object_name]
 
     def _build(self, cls: type):
-        from core.head_roles import probe_roles
-
         panel = cls()
         runner = self._runner
         if runner is not None and hasattr(panel, "sigRequestProbe"):
-            panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
+            panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(self._probe_roles()))
         if runner is not None:   # a panel's experiment (the occlusion sweep) waits until its figure is asked for
             panel.sigRunExperiment.connect(lambda job, p=panel: self._experiments.update({id(p): (p, job)}))
         panel.resize(*PANEL_SIZE)
         panel.show()
         return panel
+
+    def _probe_roles(self):
+        """The head roles on the bundle's probe (core.head_roles.probe_roles), run once for the panels that ask
+        (the attention grid's badges and the head-roles panel): it depends on the bundle, not the sentence."""
+        from core.head_roles import probe_roles
+
+        if self._probe is None:
+            self._probe = probe_roles(self._runner)
+        return self._probe
 
     def figures(self, trace, request: ExportRequest) -> list:
         """The figures of `trace` that `request` asks for, drawn with its selection (ValueError if unknown).
@@ -196,8 +204,7 @@ class FigureHost:
             panel.selection = moe_selection if panel.object_name == "moe" else selection
             panel.set_trace(trace)
         self._run_experiments(request.figures)
-        for _ in range(3):   # let layouts settle and deferred repaints run before painting to files
-            self.app.processEvents()
+        self._settle(panels)
         figures = [figure for panel in panels for figure in panel.figures()]
         if request.figures is None:
             return figures
@@ -207,6 +214,18 @@ class FigureHost:
             available = sorted(figure.name for figure in self.figures(trace, replace(request, figures=None)))
             raise ValueError(missing_figures_message(missing, self.panels, available))
         return [by_name[name] for name in request.figures]
+
+    def _settle(self, panels: Sequence) -> None:
+        """Let layouts settle and deferred work run before painting to files. The panels' windows are not
+        painted meanwhile: no one sees them, and the export paints each figure itself."""
+        for panel in panels:
+            panel.setUpdatesEnabled(False)
+        try:
+            for _ in range(3):
+                self.app.processEvents()
+        finally:
+            for panel in panels:   # rendering to a file paints only widgets whose updates are enabled
+                panel.setUpdatesEnabled(True)
 
     def _run_experiments(self, names: Sequence[str] | None) -> None:
         """Run, here and now, the experiments whose panel owns an asked-for figure (every one when all are
