@@ -32,7 +32,7 @@ _FOLDER_WORDS = 40         # characters of the sentence kept in its batch folder
 # Every figure a panel can offer, by the panel's object_name (which starts each name). A model or a trace
 # may offer fewer: a dense model has no router, patching draws only after a sweep, next_token_change and
 # moe_whatif only after a what-if; those are refused once their panel has drawn, with its reason.
-# tests/gui/test_headless_figures.py holds this table to what the panels' figures() return.
+# tests/gui/test_export.py holds this table to what the panels' figures() return.
 FIGURE_NAMES = {
     "tokens": ("tokens_chips", "tokens_merges"),
     "attention": ("attention_grid", "attention_head", "attention_lines"),
@@ -319,10 +319,10 @@ def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
     from core.session import analyse
 
     request = request or ExportRequest.parse(formats, width=width)
+    check_export_folder(out)   # fail before the slow part, not after it
     ensure_offscreen()
     runner = _load_runner(model, backend)
     trace = analyse(runner, text)
-    check_export_folder(out)   # fail before the slow part, not after it
     host = FigureHost(request.theme, runner)
     try:
         files = _files_for(host, trace, request)
@@ -388,9 +388,9 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
     from core.session import analyse
 
     lines = read_texts(texts)
+    check_export_folder(out)
     ensure_offscreen()
     runner = _load_runner(model, backend)
-    check_export_folder(out)
     started = time.perf_counter()
     result = BatchResult(Path(out), skipped_blank=_count_lines(texts) - len(lines))
     rows = [("line", "folder", "tokens", "files", "text")]
