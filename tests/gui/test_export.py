@@ -14,6 +14,7 @@ from PySide6.QtCore import QSettings, QSize
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel
 
+import main
 from core.raw_export import ExportError
 from core.runners import NumpyRunner
 from core.session import analyse
@@ -95,12 +96,12 @@ def test_headless_trace_files_match_the_trace_command(bundle, exported, tmp_path
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def test_headless_export_of_only_png_writes_no_numbers(bundle, tmp_path):
-    result = run_main("export", "--text", "hello", "--out", str(tmp_path), "--model", str(bundle.path),
-                      "--format", "png")
-    assert result.returncode == 0, result.stderr
-    names = [p.name for p in tmp_path.iterdir()]
-    assert names and all(name.endswith(".png") for name in names)
+def test_headless_export_of_only_png_writes_no_numbers(bundle, tmp_path, capsys):
+    """Figures with tables (attention_head has two): their PNGs alone, and neither trace.npz nor tokens.csv."""
+    code = main.main(["export", "--text", "hello", "--out", str(tmp_path), "--model", str(bundle.path),
+                      "--format", "png", "--figures", "attention_head,tokens_chips"])
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attention_head.png", "tokens_chips.png"]
 
 
 @pytest.mark.parametrize("args, message", [
