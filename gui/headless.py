@@ -1,8 +1,9 @@
 """`main.py export`: the panels' figures for one sentence, or for every line of a file, without a display.
 
-One FigureHost builds every registered panel once, each in its own offscreen window of a fixed
-size (so figures look the same on every machine), and reuses them for every sentence: a batch
-pays for the panels once, and a panel whose figures were not asked for is not redrawn at all.
+A FigureHost builds a panel only when one of its figures is first asked for (every panel for Export all),
+each in its own offscreen window of a fixed size (so figures look the same on every machine), and reuses
+it for every sentence: `--figures attention_head` builds, draws and paints the attention panel alone.
+FIGURE_NAMES says which panel offers which figure, so a misspelt name is refused before any panel is built.
 A panel's experiment (the occlusion sweep its draw asks for) runs on this thread, and only when one
 of its figures is asked for (or all are).
 gui.export renders the figures; every file of one run goes through one staged (all-or-nothing)
@@ -15,17 +16,41 @@ Layout of the output folder:
 """
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 PANEL_SIZE = (1100, 760)   # logical pixels of each offscreen panel window
 THEMES = ("light", "dark")
 _FOLDER_WORDS = 40         # characters of the sentence kept in its batch folder name
+
+# Every figure a panel can offer, by the panel's object_name (which starts each name). A model or a trace
+# may offer fewer: a dense model has no router, patching draws only after a sweep, next_token_change and
+# moe_whatif only after a what-if; those are refused once their panel has drawn, with its reason.
+# tests/gui/test_export.py holds this table to what the panels' figures() return.
+FIGURE_NAMES = {
+    "tokens": ("tokens_chips", "tokens_merges"),
+    "attention": ("attention_grid", "attention_head", "attention_lines"),
+    "next_token": ("next_token_bars", "next_token_change"),
+    "positions": ("positions_sinusoidal", "positions_embed_plus_pe", "positions_rope_pairs",
+                  "positions_rope_angles", "positions_relative"),
+    "moe": ("moe_router_probs", "moe_expert_load", "moe_whatif"),
+    "step": ("step_by_step", "step_dot_product"),
+    "interventions": ("interventions_switches",),
+    "patching": ("patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"),
+    "occlusion": ("occlusion_strip",),
+    "head_roles": ("head_roles_table", "head_roles_evidence"),
+    "logit_lens": ("logit_lens_heatmap", "logit_lens_position"),
+    "attribution": ("attribution_bars",),
+    "parity": ("parity_fields", "parity_diff"),
+}
+STEP_FIGURE = re.compile(r"step_\d\d_\w+")   # the step panel's figure per step (core.steps.step_file_stem)
+STEP_FIGURES_HINT = "step_01_x, step_02_q, … (one per step)"
 
 
 def ensure_offscreen() -> None:
@@ -74,6 +99,7 @@ class ExportRequest:
         wanted = None
         if figures:
             wanted = tuple(dict.fromkeys(part.strip() for part in figures.split(",") if part.strip())) or None
+        figure_owners(wanted)   # a misspelt figure is refused before the model is even loaded
         return cls(formats=parse_formats(formats), figures=wanted, **{**options, "theme": theme})
 
     def selection_for(self, trace):
@@ -95,64 +121,119 @@ def _in_range(option: str, value: int | None, count: int, what: str) -> None:
         raise ValueError(f"{option} {value} is out of range: this run has {count} {what} (0-{count - 1})")
 
 
+def figure_owner(name: str) -> str | None:
+    """The object_name of the panel that offers figure `name` (FIGURE_NAMES), or None if none does."""
+    if STEP_FIGURE.fullmatch(name):
+        return "step"
+    return next((panel for panel, names in FIGURE_NAMES.items() if name in names), None)
+
+
+def figure_owners(names: Sequence[str] | None, panels: Sequence[str] = tuple(FIGURE_NAMES)) -> list[str]:
+    """The panels (object_names, in the order of `panels`) offering the figures named (None: every panel);
+    ValueError naming the choices if a name is offered by none of `panels`."""
+    if names is None:
+        return list(panels)
+    owners = {name: figure_owner(name) for name in names}
+    unknown = [name for name, owner in owners.items() if owner not in panels]
+    if unknown:
+        choices = sorted(name for panel in panels for name in FIGURE_NAMES.get(panel, ()))
+        if "step" in panels:
+            choices.insert(choices.index("step_dot_product"), STEP_FIGURES_HINT)
+        raise ValueError(f"unknown figure {', '.join(unknown)}: choose from {', '.join(choices)}")
+    return [panel for panel in panels if panel in owners.values()]
+
+
 class FigureHost:
-    """Every registered panel, built once in offscreen windows, reused for every trace."""
+    """The registered panels, each built in an offscreen window when first needed, reused for every trace."""
 
     def __init__(self, theme: str = "light", runner=None, classes: Sequence[type] | None = None) -> None:
         """runner: answers the panels' requests for model runs (the head-roles probe, the occlusion sweep), as
         the controller does; without one those figures are not drawn. classes: the panels (default: all)."""
-        from core.head_roles import probe_roles
         from gui.app import application
-        from gui.panels.registry import panel_classes
+        from gui.panels.registry import PANELS, PanelEntry
 
         _quiet_offscreen_warnings()
         self.app = application()
-        classes = panel_classes() if classes is None else classes   # imports gui.plotting: theme after it
+        importlib.import_module("gui.plotting")   # its pyqtgraph settings first (panels import it): the theme goes over them
         self._undo_theme = apply_theme(self.app, theme)
         self._runner = runner
+        self._probe = None                           # the runner's head roles on its probe, once asked for
+        entries = PANELS if classes is None else [PanelEntry.of(cls) for cls in classes]
+        self._entries = {entry.object_name: entry for entry in entries}
+        self._built: dict[str, object] = {}        # object_name -> the panel, once built
         self._experiments: dict[int, tuple] = {}   # id(panel) -> (panel, the ExperimentJob its last draw asked for)
-        self.panels = []
-        for cls in classes:
-            panel = cls()
-            if runner is not None and hasattr(panel, "sigRequestProbe"):
-                panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(probe_roles(runner)))
-            if runner is not None:   # a panel's experiment (the occlusion sweep) waits until its figure is asked for
-                panel.sigRunExperiment.connect(lambda job, p=panel: self._experiments.update({id(p): (p, job)}))
-            panel.resize(*PANEL_SIZE)
-            panel.show()
-            self.panels.append(panel)
-        self._owner: dict[str, object] = {}   # figure name -> the panel that offers it
+
+    @property
+    def panels(self) -> list:
+        """The panels built so far, in the registry's order."""
+        return [self._built[name] for name in self._entries if name in self._built]
+
+    def panel(self, object_name: str):
+        """The panel of that object_name, built now if it is not yet."""
+        if object_name not in self._built:
+            self._built[object_name] = self._build(self._entries[object_name].load())
+        return self._built[object_name]
+
+    def _build(self, cls: type):
+        panel = cls()
+        runner = self._runner
+        if runner is not None and hasattr(panel, "sigRequestProbe"):
+            panel.sigRequestProbe.connect(lambda p=panel: p.set_probe(self._probe_roles()))
+        if runner is not None:   # a panel's experiment (the occlusion sweep) waits until its figure is asked for
+            panel.sigRunExperiment.connect(lambda job, p=panel: self._experiments.update({id(p): (p, job)}))
+        panel.resize(*PANEL_SIZE)
+        panel.show()
+        return panel
+
+    def _probe_roles(self):
+        """The head roles on the bundle's probe (core.head_roles.probe_roles), run once for the panels that ask
+        (the attention grid's badges and the head-roles panel): it depends on the bundle, not the sentence."""
+        from core.head_roles import probe_roles
+
+        if self._probe is None:
+            self._probe = probe_roles(self._runner)
+        return self._probe
 
     def figures(self, trace, request: ExportRequest) -> list:
-        """The figures of `trace` that `request` asks for, drawn with its selection (ValueError if unknown)."""
+        """The figures of `trace` that `request` asks for, drawn with its selection (ValueError if unknown).
+        Only the panels offering them are built and drawn; the selection and the names are checked first."""
         selection = request.selection_for(trace)
         moe_selection = selection.updated(layer=request.expert_layer) if request.expert_layer is not None else selection
-        panels = self._panels_for(request.figures)
+        panels = [self.panel(name) for name in figure_owners(request.figures, tuple(self._entries))]
         for panel in panels:
             panel.selection = moe_selection if panel.object_name == "moe" else selection
             panel.set_trace(trace)
         self._run_experiments(request.figures)
-        for _ in range(3):   # let layouts settle and deferred repaints run before painting to files
-            self.app.processEvents()
-        figures = []
-        for panel in panels:
-            for figure in panel.figures():
-                self._owner[figure.name] = panel
-                figures.append(figure)
+        self._settle(panels)
+        figures = [figure for panel in panels for figure in panel.figures()]
         if request.figures is None:
             return figures
         by_name = {figure.name: figure for figure in figures}
-        unknown = [name for name in request.figures if name not in by_name]
-        if unknown:
-            raise ValueError(missing_figures_message(unknown, panels, sorted(by_name)))
+        missing = [name for name in request.figures if name not in by_name]
+        if missing:   # the message names every figure this trace offers: draw them all, on this rare path
+            available = sorted(figure.name for figure in self.figures(trace, replace(request, figures=None)))
+            raise ValueError(missing_figures_message(missing, self.panels, available))
         return [by_name[name] for name in request.figures]
+
+    def _settle(self, panels: Sequence) -> None:
+        """Let layouts settle and deferred work run before painting to files. The panels' windows are not
+        painted meanwhile: no one sees them, and the export paints each figure itself."""
+        for panel in panels:
+            panel.setUpdatesEnabled(False)
+        try:
+            for _ in range(3):
+                self.app.processEvents()
+        finally:
+            for panel in panels:   # rendering to a file paints only widgets whose updates are enabled
+                panel.setUpdatesEnabled(True)
 
     def _run_experiments(self, names: Sequence[str] | None) -> None:
         """Run, here and now, the experiments whose panel owns an asked-for figure (every one when all are
         asked for): the GUI runs them on its worker, a CLI export waits for them anyway. The others wait:
         a batch exporting only attention_head never pays for an occlusion sweep per sentence."""
+        owners = None if names is None else {figure_owner(name) for name in names}
         for key, (panel, job) in list(self._experiments.items()):
-            if names is not None and not any(name.startswith(panel.object_name + "_") for name in names):
+            if owners is not None and panel.object_name not in owners:
                 continue
             del self._experiments[key]
             try:
@@ -161,13 +242,6 @@ class FigureHost:
                 job.on_error(str(exc))
             else:
                 job.on_done(result)
-
-    def _panels_for(self, names: Sequence[str] | None) -> list:
-        """Only the panels that own the asked-for figures, once each owner is known; else every panel."""
-        if names is None or any(name not in self._owner for name in names):
-            return self.panels
-        owners = {id(self._owner[name]): self._owner[name] for name in names}
-        return [panel for panel in self.panels if id(panel) in owners]
 
     def close(self) -> None:
         from PySide6.QtWidgets import QApplication
@@ -249,12 +323,12 @@ def export_sentence(text: str, out: str | os.PathLike, model: str | None = None,
     from core.session import analyse, cut_notice
 
     request = request or ExportRequest.parse(formats, width=width)
+    check_export_folder(out)   # fail before the slow part, not after it
     ensure_offscreen()
     runner = _load_runner(model, backend)
     trace = analyse(runner, text)
     if notify is not None and (notice := cut_notice(trace, runner.bundle.context)):
         notify(notice)
-    check_export_folder(out)   # fail before the slow part, not after it
     host = FigureHost(request.theme, runner)
     try:
         files = _files_for(host, trace, request)
@@ -322,9 +396,9 @@ def export_texts(texts: str | os.PathLike, out: str | os.PathLike, request: Expo
     from core.session import analyse, cut_notice
 
     lines = read_texts(texts)
+    check_export_folder(out)
     ensure_offscreen()
     runner = _load_runner(model, backend)
-    check_export_folder(out)
     started = time.perf_counter()
     result = BatchResult(Path(out), skipped_blank=_count_lines(texts) - len(lines))
     rows = [("line", "folder", "tokens", "cut_chars", "files", "text")]

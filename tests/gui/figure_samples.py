@@ -13,7 +13,7 @@ PATCHING = ("patching_resid", "patching_heads", "patching_heads_pos", "patching_
 def run_sweeps_now(host, runner, trace, corrupt: str):
     """The patching panel of `host` with its sweeps of trace (A) against `corrupt` (B) run on this thread,
     as the controller's worker would run them; returns the panel."""
-    panel = next(p for p in host.panels if p.object_name == "patching")
+    panel = host.panel("patching")
     panel.set_trace(trace)   # sentence A (its figures wait for the sweep)
     done = []
     panel.sigRunExperiment.connect(lambda job: done.append(job.on_done(job.fn(runner))))

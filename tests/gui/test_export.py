@@ -14,12 +14,14 @@ from PySide6.QtCore import QSettings, QSize
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel
 
+import main
 from core.raw_export import ExportError
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
 from gui.figure_pages import laid_out_size
 from gui.fonts import register_fonts
+from gui.headless import FIGURE_NAMES, figure_owner
 from gui.panels.registry import panel_classes
 from gui.svg_export import restore_close_commands, split_close_commands, widget_svg_bytes
 
@@ -33,8 +35,8 @@ def run_main(*args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=600, cwd=ROOT)
 
 
-def figure_names(qtbot, bundle) -> list:
-    """The figures every registered panel offers for TEXT, built in-process."""
+def panel_figures(qtbot, bundle) -> list:
+    """(panel object_name, figure) for every figure every registered panel offers for TEXT, built in-process."""
     register_fonts()
     trace = analyse(NumpyRunner(bundle), TEXT)
     figures = []
@@ -42,7 +44,7 @@ def figure_names(qtbot, bundle) -> list:
         panel = cls()
         qtbot.addWidget(panel)
         panel.set_trace(trace)
-        figures += panel.figures()
+        figures += [(panel.object_name, figure) for figure in panel.figures()]
     return figures
 
 
@@ -57,7 +59,8 @@ def exported(tmp_path_factory, bundle):
 def test_headless_export_writes_every_figure_with_its_stable_name(qtbot, bundle, exported):
     out, result = exported
     assert result.returncode == 0, result.stderr
-    for figure in figure_names(qtbot, bundle):
+    for panel, figure in panel_figures(qtbot, bundle):
+        assert figure_owner(figure.name) == panel, f"{figure.name} is not in gui.headless.FIGURE_NAMES[{panel!r}]"
         png = QImage(str(out / f"{figure.name}.png"))
         assert not png.isNull() and png.width() == 640, figure.name
         assert ET.parse(out / f"{figure.name}.svg").getroot().tag.endswith("svg")
@@ -67,6 +70,18 @@ def test_headless_export_writes_every_figure_with_its_stable_name(qtbot, bundle,
             assert (out / f"{name}.csv").is_file()
     printed = {Path(line).name for line in result.stdout.split()}
     assert printed == {p.name for p in out.iterdir()}
+
+
+def test_every_figure_the_cli_accepts_is_exported_or_waits_for_what_the_cli_never_runs(exported):
+    """FIGURE_NAMES lists no figure that no panel offers: all are in Export all but those drawn only after
+    a what-if, a patching sweep or a run on both backends."""
+    out, _ = exported
+    written = {p.stem for p in out.glob("*.png")}
+    listed = {name for names in FIGURE_NAMES.values() for name in names}
+    assert listed - written == {"next_token_change", "moe_whatif", "parity_fields", "parity_diff",
+                                "patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"}
+    steps = written - listed
+    assert steps and all(figure_owner(name) == "step" for name in steps)
 
 
 def test_headless_trace_files_match_the_trace_command(bundle, exported, tmp_path):
@@ -81,12 +96,12 @@ def test_headless_trace_files_match_the_trace_command(bundle, exported, tmp_path
             np.testing.assert_array_equal(a[name], b[name], err_msg=name)
 
 
-def test_headless_export_of_only_png_writes_no_numbers(bundle, tmp_path):
-    result = run_main("export", "--text", "hello", "--out", str(tmp_path), "--model", str(bundle.path),
-                      "--format", "png")
-    assert result.returncode == 0, result.stderr
-    names = [p.name for p in tmp_path.iterdir()]
-    assert names and all(name.endswith(".png") for name in names)
+def test_headless_export_of_only_png_writes_no_numbers(bundle, tmp_path, capsys):
+    """Figures with tables (attention_head has two): their PNGs alone, and neither trace.npz nor tokens.csv."""
+    code = main.main(["export", "--text", "hello", "--out", str(tmp_path), "--model", str(bundle.path),
+                      "--format", "png", "--figures", "attention_head,tokens_chips"])
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["attention_head.png", "tokens_chips.png"]
 
 
 @pytest.mark.parametrize("args, message", [

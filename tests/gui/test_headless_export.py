@@ -194,6 +194,20 @@ def test_bad_export_arguments_get_one_line_naming_the_choices(tmp_path, bundle, 
     assert leftovers(tmp_path) == []
 
 
+def test_figure_names_are_their_panels_names_and_a_misspelt_one_is_refused_before_the_model_loads(tmp_path, capsys):
+    from gui import headless
+    from gui.panels.registry import PANELS
+
+    assert list(headless.FIGURE_NAMES) == [entry.object_name for entry in PANELS]
+    for panel, names in headless.FIGURE_NAMES.items():
+        assert all(name.startswith(panel + "_") and headless.figure_owner(name) == panel for name in names)
+    assert headless.figure_owner("step_07_qk") == "step" and headless.figure_owner("attention_heads") is None
+    code = main.main(["export", "--text", TEXT, "--out", str(tmp_path / "out"), "--model", str(tmp_path / "no_bundle"),
+                      "--figures", "attention_head,attention_heads"])
+    err = capsys.readouterr().err   # about the figure, not the missing bundle: nothing was loaded
+    assert code == 2 and "unknown figure attention_heads: choose from attention_grid, attention_head," in err, err
+
+
 def test_a_png_too_large_for_memory_is_refused_before_it_is_drawn(qtbot):
     label = QLabel("tall")
     qtbot.addWidget(label)
