@@ -33,3 +33,12 @@ def test_every_dependency_has_an_upper_bound() -> None:
         requirements += extra
     open_ended = [r for r in requirements if not re.search(r"(<|==)", r)]
     assert open_ended == []
+
+
+def test_readme_says_how_many_workers_the_tests_run_in_and_how_to_run_them_in_one() -> None:
+    pyproject = tomllib.loads(ROOT.joinpath("pyproject.toml").read_text(encoding="utf-8"))
+    addopts = pyproject["tool"]["pytest"]["ini_options"]["addopts"].split()
+    workers = addopts[addopts.index("-n") + 1]
+    assert any(r.startswith("pytest-xdist") for r in pyproject["project"]["optional-dependencies"]["test"])
+    readme = ROOT.joinpath("README.md").read_text(encoding="utf-8")
+    assert f"`-n {workers}`" in readme and "`python -m pytest -n 0`" in readme

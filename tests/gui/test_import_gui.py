@@ -65,6 +65,7 @@ def test_import_menu_imports_into_the_cache_and_shows_the_imported_model(qtbot, 
     trace = window.controller.trace
     assert window.controller.bundle is not old_bundle
     assert trace.config.architecture == "Qwen2ForCausalLM" and trace.config.qkv_bias
+    window.flush_redraws()   # panels take a trace at the next frame, which need not have come yet
     assert window.panel("tokens").trace is trace   # what the window shows is the imported model's run
     assert "Qwen2ForCausalLM" in (imported / "MODEL_CARD.md").read_text()
     assert not window.imports.progress.isVisible()
