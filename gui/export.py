@@ -48,6 +48,14 @@ MAX_PNG_PIXELS = 100_000_000  # 400 MB of pixels: past this a PNG is refused, no
 PNG_ENCODERS = 2             # threads compressing PNGs while the GUI thread paints the next figure
 
 
+class PngTooLarge(ValueError):
+    """A PNG of more than MAX_PNG_PIXELS (or one that cannot be allocated); the message words it for the CLI."""
+
+    def __init__(self, width: int, height: int, reason: str) -> None:
+        super().__init__(f"{reason}: choose a smaller --width or --dpi")
+        self.width, self.height, self.reason = width, height, reason
+
+
 def parse_formats(text: str) -> tuple[str, ...]:
     """"png,svg" -> ("png", "svg"); raises ValueError naming an unknown format."""
     chosen = tuple(dict.fromkeys(part.strip().lower() for part in text.split(",") if part.strip()))
@@ -83,8 +91,8 @@ def png_size(widget: QWidget, width: int | None = None, dpi: float | None = None
         scale = (dpi / SCREEN_DPI) if dpi else default_png_scale(source_w, source_h)
     out_w, out_h = max(1, round(source_w * scale)), max(1, round(source_h * scale))
     if out_w * out_h > MAX_PNG_PIXELS:
-        raise ValueError(f"a {out_w} × {out_h} PNG is more than {MAX_PNG_PIXELS // 1_000_000} million pixels: "
-                         f"choose a smaller --width or --dpi")
+        raise PngTooLarge(out_w, out_h, f"a {out_w} × {out_h} PNG is more than {MAX_PNG_PIXELS // 1_000_000} "
+                                        "million pixels")
     return out_w, out_h, scale
 
 
@@ -97,7 +105,7 @@ def render_image(widget: QWidget, width: int | None = None, dpi: float | None = 
     out_w, out_h, scale = png_size(widget, width, dpi)
     image = QImage(out_w, out_h, QImage.Format.Format_RGB32)
     if image.isNull():
-        raise ValueError(f"cannot allocate a {out_w} × {out_h} image: choose a smaller --width or --dpi")
+        raise PngTooLarge(out_w, out_h, f"cannot allocate a {out_w} × {out_h} image")
     image.fill(background_of(widget))
     dots_per_metre = round(scale * SCREEN_DPI / 0.0254)
     image.setDotsPerMeterX(dots_per_metre)

@@ -108,9 +108,10 @@ class ExportFigureDialog(QDialog):
                 self._preview_vector(figure, fmt)
             else:
                 self._preview_csv(figure)
-        except ValueError as exc:   # e.g. a width whose PNG would be too large
+        except ValueError as exc:   # e.g. a width whose PNG would be too large: in this dialog's words
+            told = f"{exc.reason}: choose a smaller PNG width" if isinstance(exc, export.PngTooLarge) else str(exc)
             self.preview.setPixmap(QPixmap())
-            self.preview.setText(str(exc))
+            self.preview.setText(told)
             self.preview_note.setText("")
 
     def _preview_png(self, figure: Figure) -> None:

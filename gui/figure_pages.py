@@ -70,7 +70,24 @@ def _around(widget: QWidget, view: QGraphicsWidget, content: QSizeF) -> QSize:
     box = view.sceneBoundingRect()   # a graphics view draws its scene 1:1: scene pixels are widget pixels
     wanted = QSize(math.ceil(widget.width() - box.width() + content.width()),
                    math.ceil(widget.height() - box.height() + content.height()))
-    return wanted.expandedTo(least_size(widget, wanted.width()))   # below it, children overflow
+    return wanted.expandedTo(least_size(widget, wanted.width())).expandedTo(scene_least_size(widget))
+
+
+def scene_least_size(widget: QWidget) -> QSize:
+    """The least size at which each plot in the widget has room for its scene's layout (a PlotItem's
+    title, axes and colour bar side by side), the rest of the widget as it is laid out now.
+
+    A graphics view does not tell the widget's layout about its scene: smaller than this, the scene
+    overflows its view and the right of the figure is cut off (a short sentence under a long title)."""
+    least = QSize(0, 0)
+    for view in _graphics_views(widget):
+        central = getattr(view, "centralWidget", None)
+        if isinstance(central, QGraphicsWidget):
+            scene = central.effectiveSizeHint(Qt.SizeHint.MinimumSize)
+            around = widget.size() - view.viewport().size()   # the view's frame and the widget's other parts
+            least = least.expandedTo(QSize(math.ceil(scene.width()) + around.width(),
+                                           math.ceil(scene.height()) + around.height()))
+    return least
 
 
 def least_size(widget: QWidget, width: int) -> QSize:
@@ -83,8 +100,36 @@ def least_size(widget: QWidget, width: int) -> QSize:
 
 
 def cells_page(widget: QWidget, view: QGraphicsWidget, rows: int, cols: int, cell: QSizeF) -> QSize:
-    """A heatmap's page: rows × cols cells of `cell` pixels, its axes, titles and colour bar around them."""
-    return fit_view(widget, view, QSizeF(cols * cell.width(), rows * cell.height()))
+    """A heatmap's page: rows × cols cells of `cell` pixels, its axes, titles and colour bar around them.
+
+    Titles wider (axis titles longer) than a few tokens' cells make the cells larger rather than being
+    cut off or running into the colour bar: square cells stay square, others grow where they must."""
+    content = QSizeF(cols * cell.width(), rows * cell.height())
+    size = fit_view(widget, view, content)
+    least = _least_view(view)
+    grow_x, grow_y = max(1.0, least.width() / content.width()), max(1.0, least.height() / content.height())
+    if cell.width() == cell.height():
+        grow_x = grow_y = max(grow_x, grow_y)
+    if grow_x > 1.0 or grow_y > 1.0:
+        size = fit_view(widget, view, QSizeF(content.width() * grow_x, content.height() * grow_y))
+    return size
+
+
+def _least_view(view: QGraphicsWidget) -> QSizeF:
+    """The least size of a plot's view box as laid out now: no less than its layout gives it (a long
+    plot title), nor than its axis titles are long (they are centred on the view box)."""
+    least = view.sceneBoundingRect().size()
+    plot = view.parentItem()
+    if isinstance(plot, pg.PlotItem):
+        for side, along in (("bottom", "width"), ("left", "height")):
+            axis = plot.getAxis(side)
+            if axis.isVisible() and axis.labelText:
+                titled = axis.label.boundingRect().width() + 8   # the title's length, a little apart from its neighbours
+                if along == "width":
+                    least.setWidth(max(least.width(), titled))
+                else:
+                    least.setHeight(max(least.height(), titled))
+    return least
 
 
 def captioned_page(caption: QLabel, plots_height: int, width: int = PAGE_WIDTH) -> QSize:
@@ -92,13 +137,6 @@ def captioned_page(caption: QLabel, plots_height: int, width: int = PAGE_WIDTH) 
     the plots `plots_height` high, whatever the caption's length."""
     text = caption.heightForWidth(width) if caption.hasHeightForWidth() else caption.sizeHint().height()
     return QSize(width, max(text, 0) + plots_height)
-
-
-def heatmap_page(rows: int, cols: int, left: int = 130, right: int = 120, top: int = 40,
-                 bottom: int = 110) -> QSize:
-    """A heatmap's page: cells of cell_size(max(rows, cols)) plus room for labels and the colour bar."""
-    cell = cell_size(max(rows, cols))
-    return QSize(round(cols * cell) + left + right, round(rows * cell) + top + bottom)
 
 
 def grid_page(grid, tokens: int) -> QSize:

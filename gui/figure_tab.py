@@ -5,6 +5,8 @@ marks it stale and draws it when it is shown, or when figures are asked for.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
@@ -38,6 +40,12 @@ class FigureFrame(QWidget):
         layout.setSpacing(0)
         layout.addWidget(self.caption)
         layout.addWidget(self.graphics, 1)
+        self.page_hooks: list[Callable[[bool], None]] = []   # told when the frame goes on a page and back
+
+    def set_on_page(self, on_page: bool) -> None:
+        """On an exported page (gui.figure_pages.on_page): the tab's hooks drop what only the screen needs."""
+        for hook in self.page_hooks:
+            hook(on_page)
 
     def add_plot(self, row: int, col: int, token_rows: bool = False) -> pg.PlotItem:
         """token_rows: a TokenAxis on the left names the rows (tokens)."""

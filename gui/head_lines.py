@@ -102,11 +102,11 @@ def _one_to_one(painter: QPainter, target: QRectF, image: QImage) -> bool:
             and abs(abs(device.m22()) * target.height() - image.height()) < 0.01)
 
 
-def left_out_note(left_out: int, below: float, metrics, width: float) -> str:
-    """The caption of the lines not drawn, whole in `width` pixels: the hover hint only where it fits."""
+def left_out_note(left_out: int, below: float, metrics, width: float, hint: bool = True) -> str:
+    """The caption of the lines not drawn, whole in `width` pixels: the hover hint (on screen) only where it fits."""
     note = f"{left_out:,} lines < {below:.3f} hidden"
     hinted = f"{note} · hover a token for all its lines"
-    return hinted if metrics.horizontalAdvance(hinted) <= width else note
+    return hinted if hint and metrics.horizontalAdvance(hinted) <= width else note
 
 
 @dataclass(frozen=True)
@@ -148,6 +148,7 @@ class HeadLinesView(QWidget):
         self._colours: list[QColor] = []
         self._names: list[str] = []   # legend entries, one per head shown
         self._title = ""
+        self._on_page = False   # on an exported page nothing is hovered: no hover hint
         self._title_wrap: tuple[tuple, int] = ((), 1)   # (title, width, font) -> lines it takes
         self._focus: tuple[str, int] | None = None
         self._selected: tuple[int, int] | None = None   # (query, key)
@@ -171,6 +172,11 @@ class HeadLinesView(QWidget):
         self._left_out = self.faint_lines_left_out()
         if (self.sizeHint(), self.minimumSizeHint()) != hints:   # else the layout has nothing to do again
             self.updateGeometry()
+        self.update()
+
+    def set_on_page(self, on_page: bool) -> None:
+        """On an exported page (gui.figure_pages.on_page) the caption tells nothing to hover."""
+        self._on_page = on_page
         self.update()
 
     def set_selected(self, query: int, key: int) -> None:
@@ -432,7 +438,8 @@ class HeadLinesView(QWidget):
         left_out, below = self._left_out
         if left_out:
             painter.drawText(QPointF(self.MARGIN, y + metrics.ascent()),
-                             left_out_note(left_out, below, metrics, self.width() - 2 * self.MARGIN))
+                             left_out_note(left_out, below, metrics, self.width() - 2 * self.MARGIN,
+                                           hint=not self._on_page))
             y += line
         painter.drawText(QRectF(self.MARGIN, y, g.left_text - self.MARGIN, line),
                          int(Qt.AlignmentFlag.AlignRight), "query")

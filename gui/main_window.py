@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import shiboken6
+
 from PySide6.QtCore import QByteArray, QEvent, QRect, QSettings, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, QLabel, QMainWindow,
@@ -49,6 +51,7 @@ SCREEN_SHARE = 0.9              # ...and on a smaller one, this share of its wid
 TITLE_BAR_ROOM = 48             # and its height less the window's title bar: at 800 px every line counts
 STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
 BUSY_TEXT = "running…"
+NO_FIGURE_YET = "there is no figure yet: type a sentence first"
 BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
 
 
@@ -97,6 +100,7 @@ class MainWindow(QMainWindow):
         self.docks: dict[str, QDockWidget] = {}
         self._stale: set[str] = set()
         self._current_panel: str | None = None
+        self._focused_in_panel: QWidget | None = None   # the widget of a panel that last had the focus
         self.last_error = ""
         self._message_box: QMessageBox | None = None
         self._about: QDialog | None = None
@@ -500,6 +504,7 @@ class MainWindow(QMainWindow):
             widget = widget.parentWidget()
         if widget is not None:
             self._current_panel = widget.object_name
+            self._focused_in_panel = new   # Copy figure copies the figure holding it (a clicked heatmap)
 
     def current_panel(self) -> Panel | None:
         """The panel the user last worked in (focus or tab shown), else the first visible one."""
@@ -515,6 +520,9 @@ class MainWindow(QMainWindow):
     def choose_figure_export(self) -> None:
         from gui.export_dialog import ExportFigureDialog
 
+        if self.controller.trace is None:
+            self.show_error(NO_FIGURE_YET)
+            return
         if not self.controller.holds(None):   # a big model's partial trace: once the whole trace is in
             self.controller.fetch_fields(None, self.choose_figure_export)
             return
@@ -589,17 +597,31 @@ class MainWindow(QMainWindow):
                                     on_error=lambda message: self.show_error(f"export failed: {message}"))
 
     def copy_current_figure(self) -> None:
-        """The current panel's first figure to the clipboard, as PNG and SVG (gui.export.figure_mime_data)."""
+        """The figure last worked in (the current panel's first, if none of its figures had the focus) to the
+        clipboard, as PNG and SVG (gui.export.figure_mime_data)."""
         from gui import export
 
+        if self.controller.trace is None:
+            self.show_error(NO_FIGURE_YET)
+            return
         self.bring_all_up_to_date()
         panel = self.current_panel()
         figures = self._figures_of(panel) if panel is not None else []
         if not figures:
             self.show_error("there is no figure to copy")
             return
-        export.copy_figure_to_clipboard(figures[0])
-        self.statusBar().showMessage(f"copied {figures[0].name} (PNG and SVG)", 5000)
+        figure = self._figure_holding_focus(figures) or figures[0]
+        export.copy_figure_to_clipboard(figure)
+        self.statusBar().showMessage(f"copied {figure.name} (PNG and SVG)", 5000)
+
+    def _figure_holding_focus(self, figures: list[Figure]) -> Figure | None:
+        widget = self._focused_in_panel if shiboken6.isValid(self._focused_in_panel) else None
+        while widget is not None:
+            held = next((f for f in figures if f.widget is widget), None)
+            if held is not None:
+                return held
+            widget = widget.parentWidget()
+        return None
 
     def _exported(self, paths: list, folder) -> None:
         self.statusBar().showMessage(f"exported {len(paths)} file(s) to {folder}", 8000)

@@ -55,7 +55,8 @@ class RopePairPlot(FigureTab):
         self.small.setAspectLocked(True)
         self.small.hideAxis("left")
         self.small.hideAxis("bottom")
-        self.small.setTitle("all pairs, unit length (click one)", size="9pt")
+        self._title_small(on_page=False)
+        self.frame.page_hooks.append(self._title_small)
         self.small.setMouseEnabled(False, False)
         self.small.scene().sigMouseClicked.connect(self._clicked_small)
         self.small_rings = line(self.small, pen=GUIDE_PEN, connect="finite")
@@ -65,6 +66,10 @@ class RopePairPlot(FigureTab):
         self.small_texts: list[pg.TextItem] = []
         self.frame.graphics.ci.layout.setColumnStretchFactor(0, 3)
         self.frame.graphics.ci.layout.setColumnStretchFactor(1, 2)
+
+    def _title_small(self, on_page: bool) -> None:
+        """The small multiples' title; on an exported page (gui.figure_pages.on_page) nothing is clicked."""
+        self.small.setTitle("all pairs, unit length" + ("" if on_page else " (click one)"), size="9pt")
 
     def _build_controls(self) -> None:
         self.pair_slider = QSlider(Qt.Horizontal)

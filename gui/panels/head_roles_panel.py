@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSizeF, Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
@@ -258,7 +258,8 @@ class HeadRolesPanel(Panel):
         n = self.trace.n_tokens
         return [Figure("head_roles_table", self.table_box, table=self.table_csv),
                 Figure("head_roles_evidence", self.evidence_box, table=self.evidence_csv,
-                       page_size=lambda: pages.heatmap_page(n, n, top=60))]
+                       page_size=lambda: pages.cells_page(self.evidence_box, self.evidence.vb, n, n,
+                                                          QSizeF(pages.cell_size(n), pages.cell_size(n))))]
 
     def table_csv(self) -> str:
         """layer, head, then every role's score on the sentence and on the probe (empty: undefined)."""

@@ -10,11 +10,16 @@ switch made in one shows in the other. The other panels say what is in force (th
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QSizeF
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton,
                                QRadioButton, QVBoxLayout, QWidget)
 
 from core.interventions import Interventions
 from core.raw_export import csv_text
+from gui import figure_pages as pages
+from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 
@@ -23,6 +28,7 @@ EXPERTS_NOTE = ("An expert switched off in a layer is never chosen there: the ro
 NO_EXPERTS_NOTE = ("This model has no experts: every layer has one dense MLP that every token goes through "
                    "(no router), so there is nothing to switch here; heads can still be switched off above.")
 EXPERTS_TITLE, NO_EXPERTS_TITLE = "Experts (checked: on)", "Experts"
+SWITCH_ON, SWITCH_OFF = (0, 114, 178, 255), (200, 200, 200, 255)   # Okabe–Ito blue; the masked cells' grey
 MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's positions (later ones included)."
 
 
@@ -171,4 +177,32 @@ class InterventionsPanel(Panel):
         return csv_text(rows + [["ablate_mode", "", "", mode]])
 
     def figures(self) -> list[Figure]:
-        return [Figure("interventions_switches", self._stack.widget(1), table=self.switches_csv)]
+        if self._shape is None:
+            return []
+        view, matrix = self._switch_matrix()
+        rows, cols = matrix.image.image.shape[:2]
+        cell = QSizeF(pages.cell_size(cols), pages.cell_size(cols))
+        return [Figure("interventions_switches", view, table=self.switches_csv,
+                       page_size=lambda: pages.cells_page(view, matrix.vb, rows, cols, cell))]
+
+    def _switch_matrix(self) -> tuple[pg.GraphicsLayoutWidget, Heatmap]:
+        """The switches as a figure: a layer × (heads, then experts) matrix, blue on, grey off, the
+        ablate mode in its title; drawn on demand, never shown in the dock."""
+        if getattr(self, "_switch_view", None) is None:
+            self._switch_view = pg.GraphicsLayoutWidget()
+            self._switch_view.setBackground("w")
+            self._switch_plot = Heatmap("head (h) · expert (e) →", "layer ↓")
+            self._switch_view.addItem(self._switch_plot)
+            self._switch_cells = self._switch_plot.add_outline(QColor("white"), 2)   # each switch its own square
+        L, H, E = self._shape
+        on = np.array([[self.head_boxes[l, h].isChecked() for h in range(H)] +
+                       [self.expert_boxes[l, e].isChecked() for e in range(E)] for l in range(L)], bool)
+        rgba = np.where(on[..., None], np.array(SWITCH_ON, np.uint8), np.array(SWITCH_OFF, np.uint8)).astype(np.uint8)
+        self._switch_plot.set_rgba(rgba)
+        self._switch_cells.setPath(cells_path((r, c) for r in range(L) for c in range(H + E)))
+        self._switch_plot.set_row_labels([f"L{l}" for l in range(L)])
+        self._switch_plot.set_col_labels([f"h{h}" for h in range(H)] + [f"e{e}" for e in range(E)])
+        mode = "their mean" if self.mean_button.isChecked() else "zero"
+        self._switch_plot.setTitle(f"Switches in force — blue: on, grey: off; switched-off heads output {mode}",
+                                   size="9pt")
+        return self._switch_view, self._switch_plot

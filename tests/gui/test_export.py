@@ -276,3 +276,15 @@ def test_export_dialog_previews_the_file_as_written(qtbot, attention_figures, tm
     dialog.format_box.setCurrentIndex(dialog.format_box.findData("csv"))
     assert dialog.preview.text().splitlines()[0][:80] == figure.table().splitlines()[0][:80]
     assert dialog.choice().path == tmp_path / "attention_head.csv"
+
+
+def test_export_dialog_words_a_too_large_png_in_its_own_terms(qtbot, attention_figures, tmp_path):
+    from gui.export_dialog import ExportFigureDialog
+
+    figures = [(f.name, f) for f in attention_figures[1]]
+    index = next(i for i, (name, _) in enumerate(figures) if name == "attention_head")
+    dialog = ExportFigureDialog(figures, index, str(tmp_path))
+    qtbot.addWidget(dialog)
+    dialog.width_box.setValue(export.PNG_WIDTH_RANGE[1])   # a square-ish page: 20000 × ~19000 pixels
+    dialog.update_preview()
+    assert "smaller PNG width" in dialog.preview.text() and "--" not in dialog.preview.text()

@@ -54,3 +54,38 @@ def test_ctrl_e_follows_the_tab_the_user_brings_up(qtbot, make_window, monkeypat
     window.docks["positions"].raise_()
     qtbot.waitUntil(lambda: window.on_screen(window.panel("positions")))
     assert offered_figure(window, monkeypatch).startswith(window.panel("positions").title + " — ")
+
+
+def copied_figure(window, monkeypatch) -> str | None:
+    """The name of the figure Copy figure (Ctrl+Shift+C) puts on the clipboard (recorded, not copied)."""
+    import gui.export
+
+    copied = []
+    monkeypatch.setattr(gui.export, "copy_figure_to_clipboard", lambda figure: copied.append(figure.name))
+    next(a for a in window.findChildren(type(window.menuBar().actions()[0]))
+         if a.shortcut() == QKeySequence("Ctrl+Shift+C")).trigger()
+    return copied[0] if copied else None
+
+
+def test_copy_figure_copies_the_heatmap_the_user_clicked(qtbot, make_window, monkeypatch):
+    window = make_window()
+    type_text(qtbot, window, "The cat sat on the mat.")
+    attention = window.panel("attention")
+    click_heatmap_cell(qtbot, attention, 4, 2)
+    qtbot.waitUntil(lambda: window.controller.selection.query == 4)
+    window.flush_redraws()
+    assert copied_figure(window, monkeypatch) == "attention_head"
+
+
+def test_with_no_sentence_there_is_nothing_to_copy_or_export(qtbot, make_window, monkeypatch):
+    window = make_window()
+    assert window.controller.trace is None
+    assert copied_figure(window, monkeypatch) is None
+    assert window.last_error.startswith("there is no figure yet")
+    window.last_error = None
+    import gui.export_dialog
+
+    monkeypatch.setattr(gui.export_dialog, "ExportFigureDialog", None)   # opening it would raise
+    next(a for a in window.findChildren(type(window.menuBar().actions()[0]))
+         if a.shortcut() == QKeySequence("Ctrl+E")).trigger()
+    assert window.last_error.startswith("there is no figure yet")

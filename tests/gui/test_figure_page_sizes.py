@@ -3,7 +3,8 @@ fills it — no page of a fixed size with the plot shrunk or stretched inside, n
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QSizeF
+from PySide6.QtCore import QRectF, QSizeF
+from PySide6.QtWidgets import QGraphicsView, QGraphicsWidget
 
 from core.runners import NumpyRunner
 from core.session import analyse
@@ -95,3 +96,34 @@ def test_matrix_cells_shrink_to_a_floor_then_the_page_grows():
     assert pages.matrix_cell(5, 1000).width() == pages.MIN_CELL
     assert pages.matrix_cell(5, 60).width() < pages.matrix_cell(5, 20).width()
     assert pages.matrix_cell(5, 60) == QSizeF(pages.MATRIX_SIDE[0] / 60, 32.0)
+
+
+def overflowing_scenes(page) -> list[str]:
+    """The plots of a page whose scene layout is larger than their view: their right or bottom is cut off."""
+    views = [page] if isinstance(page, QGraphicsView) else []
+    cut = []
+    for view in (*views, *page.findChildren(QGraphicsView)):
+        central = getattr(view, "centralWidget", None)
+        if isinstance(central, QGraphicsWidget) and view.isVisibleTo(page):
+            laid_out, room = central.geometry(), QRectF(view.viewport().rect())
+            if laid_out.right() > room.right() + 1 or laid_out.bottom() > room.bottom() + 1:
+                cut.append(f"{type(view).__name__} {laid_out.width():.0f} × {laid_out.height():.0f} "
+                           f"in {room.width():.0f} × {room.height():.0f}")
+    return cut
+
+
+@pytest.mark.parametrize("text", ["The", "The cat sat", "订单"])
+def test_short_sentences_keep_every_plot_whole(host, runner, text):
+    """A title or axis wider than a few tokens' cells widens the page: nothing is laid out past its edge."""
+    trace = analyse(runner, text)
+    for figure in host.figures(trace, ExportRequest(formats=("png",))):
+        with pages.on_page(figure) as page:
+            assert not overflowing_scenes(page), f"{figure.name} at {trace.n_tokens} tokens: {overflowing_scenes(page)}"
+
+
+def test_a_short_sentence_keeps_its_heatmap_cells_square(host, runner):
+    figure = next(iter(host.figures(analyse(runner, "The cat sat"), ExportRequest(figures=("attention_head",)))))
+    panel = next(p for p in host.panels if p.object_name == "attention")
+    with pages.on_page(figure):
+        box = panel.matrix.vb.sceneBoundingRect()
+    assert box.width() == pytest.approx(box.height(), abs=1.0)

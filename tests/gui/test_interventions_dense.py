@@ -37,3 +37,20 @@ def test_a_moe_model_after_a_dense_one_gets_its_expert_boxes_back(show, make_bun
     cfg = bundle.config
     assert len(panel.experts_box.findChildren(QCheckBox)) == cfg.num_hidden_layers * cfg.num_local_experts
     assert NO_EXPERTS_NOTE not in label_texts(panel.experts_box) and EXPERTS_NOTE in label_texts(panel)
+
+
+def test_the_switches_figure_is_a_matrix_of_what_is_on_and_off(show, bundle):
+    from gui.panels.interventions_panel import SWITCH_OFF, SWITCH_ON
+
+    panel = show(InterventionsPanel(), 700, 500)
+    panel.set_trace(analyse(NumpyRunner(bundle), TEXT))
+    panel.head_boxes[1, 2].setChecked(False)
+    panel.expert_boxes[0, 1].setChecked(False)
+    figure = next(f for f in panel.figures() if f.name == "interventions_switches")
+    cells = panel._switch_plot.image.image   # [layers, heads + experts, 4]
+    heads = bundle.config.num_attention_heads
+    off = {(r, c) for r in range(cells.shape[0]) for c in range(cells.shape[1]) if tuple(cells[r, c]) == SWITCH_OFF}
+    assert off == {(1, 2), (0, heads + 1)}
+    assert all(tuple(cells[r, c]) == SWITCH_ON for r in range(cells.shape[0]) for c in range(cells.shape[1])
+               if (r, c) not in off)
+    assert not figure.widget.findChildren(QCheckBox)
