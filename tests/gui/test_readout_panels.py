@@ -16,10 +16,11 @@ from core.parity_report import parity_report
 from core.runners import NumpyRunner, OnnxRunner
 from core.session import analyse
 from gui import export
+from gui.heatmap import TOKEN_CELL_COLUMNS
 from gui.main_window import MainWindow
 from gui.panels.attribution_panel import AttributionPanel
 from gui.panels.head_roles_panel import HeadRolesPanel
-from gui.panels.logit_lens_panel import CELL_COLUMNS, LogitLensPanel
+from gui.panels.logit_lens_panel import LogitLensPanel
 from gui.panels.parity_panel import NEED_BOTH, ParityPanel
 from gui.selection import Selection
 from gui.text_fit import elide
@@ -138,7 +139,7 @@ def test_logit_lens_heatmap_labels_each_stage_top_token_and_the_table_follows_th
     panel.set_trace(trace)
     lens = logit_lens(trace)
     top = lens.probs.argmax(axis=-1)
-    assert panel.cell_labels.labels == [[elide(trace.vocab_label(int(i)), CELL_COLUMNS) for i in row] for row in top]
+    assert panel.cell_labels.labels == [[elide(trace.vocab_label(int(i)), TOKEN_CELL_COLUMNS) for i in row] for row in top]
     np.testing.assert_allclose(panel.cell_labels.values, lens.probs.max(axis=-1))
     last_stage = [r for r in csv_rows(panel.heatmap_csv()) if r["stage"] == lens.stage_names[-1]]
     assert [int(r["top_id"]) for r in last_stage] == trace.logits.argmax(axis=-1).tolist()
