@@ -22,7 +22,6 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLab
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from core.logit_lens import STAGES_NOTE, TOP_K, LogitLens, formation_of, logit_lens, stage_label
-from core.raw_export import csv_text
 from core.readouts import default_target
 from core.trace import Trace
 from gui import figure_pages as pages
@@ -242,33 +241,13 @@ class LogitLensPanel(Panel):
                                 pages.matrix_cell(stages, tokens, widest=44.0, tallest=34.0))
 
     def heatmap_csv(self) -> str:
-        """stage, position, the piece read there, that stage's top token and its probability."""
-        rows: list[tuple] = [("stage", "position", "piece", "top_id", "top_piece", "probability")]
-        for s, name in enumerate(self.lens.stage_names):
-            for t in range(self.trace.n_tokens):
-                i = int(self.lens.top_ids[s, t, 0])
-                rows.append((name, t, self.trace.label(t), i, self.trace.vocab_label(i),
-                             repr(float(self.lens.top_probs[s, t, 0]))))
-        return csv_text(rows)
+        return self.lens.tops_csv(self.trace)
 
     def position_csv(self) -> str:
-        """The top 5 of every stage at the selected position."""
-        rows: list[tuple] = [("position", "stage", "rank", "token_id", "piece", "probability")]
-        ids, probs = self.lens.top_k(self.position)
-        for s, name in enumerate(self.lens.stage_names):
-            for k in range(ids.shape[1]):
-                rows.append((self.position, name, k + 1, int(ids[s, k]), self.trace.vocab_label(int(ids[s, k])),
-                             repr(float(probs[s, k]))))
-        return csv_text(rows)
+        return self.lens.position_csv(self.trace, self.position)
 
     def target_csv(self) -> str:
-        """The target token's rank and probability at every stage, at the selected position."""
-        rows: list[tuple] = [("position", "stage", "token_id", "piece", "rank", "probability")]
-        ranks, probs = self.target_readout(now=True)
-        for s, name in enumerate(self.lens.stage_names):
-            rows.append((self.position, name, self.target, self.trace.vocab_label(self.target), int(ranks[s]),
-                         repr(float(probs[s]))))
-        return csv_text(rows)
+        return self.lens.target_csv(self.trace, self.position, self.target, *self.target_readout(now=True))
 
 
 def _column_path(column: int, rows: int) -> QPainterPath:

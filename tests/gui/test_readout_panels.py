@@ -176,7 +176,7 @@ def test_attribution_bars_are_cores_sorted_and_add_up_to_the_logit(show, trace):
     assert values == sorted(values, reverse=True)
     assert sum(values) == pytest.approx(float(trace.logits[6, target]), abs=1e-4)
     assert panel.held_fixed.text() == HELD_FIXED
-    total = csv_rows(panel.total_csv())[0]
+    total = csv_rows(panel.attribution.total_csv())[0]
     assert float(total["sum_of_parts"]) == pytest.approx(float(total["logit"]), abs=1e-4)
 
     panel.versus_box.setValue(3)
@@ -319,7 +319,7 @@ def test_attribution_on_a_dense_model_with_an_o_proj_bias_draws_its_mlp_and_bias
     panel.set_trace(trace)
     names = {name for name, _ in panel.bars}
     assert {"L0.MLP", "L0.attn_bias"} <= names
-    rows = csv_rows(panel.bars_csv())
+    rows = csv_rows(panel.attribution.csv())
     kinds = {row["part"]: (row["kind"], row["layer"], row["index"]) for row in rows}
     assert kinds["L1.MLP"] == ("mlp", "1", "") and kinds["L0.attn_bias"] == ("attn_bias", "0", "")
     assert sum(float(row["contribution"]) for row in rows) == pytest.approx(
