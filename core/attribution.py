@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.model import lm_head_weight, swiglu_expert
+from core.raw_export import csv_text
 from core.trace import Trace
 
 HELD_FIXED = ("Held fixed: the final RMSNorm's division by the root-mean-square of the whole residual "
@@ -34,6 +35,32 @@ class Attribution:
         """(name, value) from the largest positive to the most negative contribution."""
         order = np.argsort(-self.values, kind="stable")
         return [(self.names[i], float(self.values[i])) for i in order]
+
+    def csv(self) -> str:
+        """One row per part, as the panel draws them (largest first): part, kind, layer, index, contribution."""
+        rows: list[tuple] = [("rank", "part", "kind", "layer", "index", "contribution")]
+        for rank, (name, value) in enumerate(self.sorted(), start=1):
+            kind, layer, index = part_kind(name)
+            rows.append((rank, name, kind, "" if layer is None else layer, "" if index is None else index,
+                         repr(value)))
+        return csv_text(rows)
+
+    def total_csv(self) -> str:
+        """What the parts add up to: the position, the tokens, the model's logit and the sum of the parts."""
+        return csv_text([("position", "target_id", "versus_id", "logit", "sum_of_parts"),
+                         (self.position, self.target, "" if self.versus is None else self.versus,
+                          repr(self.logit), repr(float(np.sum(self.values))))])
+
+
+def part_kind(name: str) -> tuple[str, int | None, int | None]:
+    """'embed' -> ('embed', None, None); 'L1.H2' -> ('head', 1, 2); 'L0.E3' -> ('expert', 0, 3);
+    a dense model's 'L0.MLP' -> ('mlp', 0, None); o_proj's bias 'L0.attn_bias' -> ('attn_bias', 0, None)."""
+    if name == "embed":
+        return "embed", None, None
+    layer, part = name.split(".")
+    if part in ("MLP", "attn_bias"):
+        return part.lower(), int(layer[1:]), None
+    return ("head" if part[0] == "H" else "expert"), int(layer[1:]), int(part[1:])
 
 
 def part_names(num_layers: int, num_heads: int, num_experts: int, o_bias: bool = False) -> tuple[str, ...]:

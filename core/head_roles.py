@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from core.raw_export import csv_text
 from core.trace import Trace
 from core.training.evaluate import PROBE_REPEATS, PROBE_SEED, induction_probes, probe_period
 
@@ -134,6 +135,34 @@ class HeadRoles:
             return []
         order = np.argsort(-np.nan_to_num(flat, nan=-np.inf), axis=None)[:n]
         return [(int(l), int(h), float(flat[l, h])) for l, h in zip(*np.unravel_index(order, flat.shape))]
+
+
+ROLE_SOURCES = ("sentence", "probe")
+ROLES_CSV_HEADER = ("layer", "head", *(f"{role}_{source}" for role in ROLE_NAMES for source in ROLE_SOURCES))
+
+
+def roles_csv(sentence: HeadRoles, probe: HeadRoles | None) -> str:
+    """layer, head, then every role's score on the sentence and on the probe (empty: undefined or no probe)."""
+    rows: list[tuple] = [ROLES_CSV_HEADER]
+    layers, heads = sentence.scores.shape[:2]
+    for layer, head in np.ndindex(layers, heads):
+        cells = []
+        for role in ROLE_NAMES:
+            for roles in (sentence, probe):
+                score = np.nan if roles is None else roles.score(layer, head, role)
+                cells.append("" if np.isnan(score) else repr(score))
+        rows.append((layer, head, *cells))
+    return csv_text(rows)
+
+
+def evidence_csv(trace: Trace, evidence: RoleEvidence, layer: int, head: int, role: str) -> str:
+    """The cells a head's role score is made of: query, key, their pieces and the head's attention there."""
+    attn = trace.layers[layer].attn[head]
+    rows: list[tuple] = [("layer", "head", "role", "query", "query_piece", "key", "key_piece", "attention")]
+    for query, key in zip(evidence.queries, evidence.keys):
+        rows.append((layer, head, role, int(query), trace.label(int(query)), int(key), trace.label(int(key)),
+                     repr(float(attn[query, key]))))
+    return csv_text(rows)
 
 
 def sentence_roles(trace: Trace) -> HeadRoles:

@@ -19,6 +19,7 @@ import numpy as np
 
 from core.interventions import residual_stages, stage_names
 from core.model import lm_head_weight, rms_norm
+from core.raw_export import csv_text
 from core.trace import Trace
 
 TOP_K = 5
@@ -133,6 +134,33 @@ class LogitLens:
     def formation_stage(self, position: int, target: int) -> int | None:
         """The first stage from which `target` stays the top token to the end; None if it is not top at the end."""
         return formation_of(self.target_ranks(position, target)[0])
+
+    def tops_csv(self, trace: Trace) -> str:
+        """stage, position, the piece read there, that stage's top token and its probability."""
+        rows: list[tuple] = [("stage", "position", "piece", "top_id", "top_piece", "probability")]
+        for s, name in enumerate(self.stage_names):
+            for t in range(trace.n_tokens):
+                i = int(self.top_ids[s, t, 0])
+                rows.append((name, t, trace.label(t), i, trace.vocab_label(i), repr(float(self.top_probs[s, t, 0]))))
+        return csv_text(rows)
+
+    def position_csv(self, trace: Trace, position: int) -> str:
+        """The top TOP_K of every stage at one position."""
+        rows: list[tuple] = [("position", "stage", "rank", "token_id", "piece", "probability")]
+        ids, probs = self.top_k(position)
+        for s, name in enumerate(self.stage_names):
+            for k in range(ids.shape[1]):
+                rows.append((position, name, k + 1, int(ids[s, k]), trace.vocab_label(int(ids[s, k])),
+                             repr(float(probs[s, k]))))
+        return csv_text(rows)
+
+    def target_csv(self, trace: Trace, position: int, target: int, ranks: np.ndarray, probs: np.ndarray) -> str:
+        """One token's rank and probability at every stage (target_ranks' answer, computed where the caller
+        chose: it can be slow on a large vocabulary)."""
+        rows: list[tuple] = [("position", "stage", "token_id", "piece", "rank", "probability")]
+        for s, name in enumerate(self.stage_names):
+            rows.append((position, name, target, trace.vocab_label(target), int(ranks[s]), repr(float(probs[s]))))
+        return csv_text(rows)
 
     @property
     def probs(self) -> np.ndarray:  # -> [S, T, V] float32

@@ -11,6 +11,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from core.raw_export import csv_text
+
 MIN_TEMPERATURE = 1e-6  # temperature 0 means "as sharp as possible", not a division by zero
 
 
@@ -69,6 +71,20 @@ class Candidates:
     @property
     def in_sampling_set(self) -> np.ndarray:  # [n] bool
         return self.after > 0
+
+
+CANDIDATES_HEADER = ("rank", "id", "piece", "probability", "probability_after_settings", "in_sampling_set")
+
+
+def candidates_csv(candidates: Candidates | None, vocab_label: Callable[[int], str]) -> str:
+    """rank, id, piece, probability (T = 1), probability after the settings, in_sampling_set (header only
+    without candidates)."""
+    rows: list[tuple] = [CANDIDATES_HEADER]
+    if candidates is not None:
+        for i, token_id in enumerate(candidates.ids):
+            rows.append((i + 1, int(token_id), vocab_label(int(token_id)), repr(float(candidates.probability[i])),
+                         repr(float(candidates.after[i])), "true" if candidates.in_sampling_set[i] else "false"))
+    return csv_text(rows)
 
 
 def top_candidates(logits: np.ndarray, s: SamplingSettings, n: int) -> Candidates:  # [V] -> n rows

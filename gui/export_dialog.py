@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
 from gui import export
 from gui.figure_pages import laid_out_size, on_page
 from gui.panels.base import Figure
+from gui.qt_signals import qt_signals_blocked
 from gui.svg_export import widget_svg_bytes
 
 FORMAT_LABELS = {"png": "PNG image", "svg": "SVG vector drawing", "pdf": "PDF vector page", "csv": "CSV numbers"}
@@ -88,11 +89,8 @@ class ExportFigureDialog(QDialog):
         figure = self._figure()
         page = laid_out_size(figure)
         default_width = round(page.width() * export.default_png_scale(page.width(), page.height()))
-        self.width_box.blockSignals(True)
-        try:
+        with qt_signals_blocked(self.width_box):
             self.width_box.setValue(max(export.PNG_WIDTH_RANGE[0], default_width))
-        finally:
-            self.width_box.blockSignals(False)
         self.width_box.setEnabled(self._fmt() == "png")
         self.path_edit.setText(str(Path(self._folder) / f"{figure.name}.{self._fmt()}"))
         self.update_preview()

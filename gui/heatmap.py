@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QImage, QPainterPath, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainterPath, QPen
 
 from gui import plotting
 from gui.cell_picking import cell_of
 from gui.fonts import ui_font
-from gui.text_fit import LABEL_COLUMNS
+from gui.text_fit import LABEL_COLUMNS, elide
 from gui.token_axis import TokenAxis
 
 
@@ -122,6 +122,54 @@ DARK_TEXT, LIGHT_TEXT = QColor(0, 0, 0), QColor(255, 255, 255)
 def text_colour(value: float) -> QColor:
     """Dark text on the bright end of viridis, light text on the dark end."""
     return DARK_TEXT if value > 0.55 else LIGHT_TEXT
+
+
+TOKEN_CELL_COLUMNS = 5      # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
+MIN_TOKEN_CELL_PX = 14.0    # a cell narrower or lower than this shows no token (its tooltip does)
+TURN_RATIO = 1.8            # a cell this many times taller than wide writes its token upwards
+
+
+class TokenCellText(CellText):
+    """The heatmap's cell painter writing a token (elided to fit) instead of a number in each cell."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.labels: list[list[str]] = []       # [R][C]
+
+    def set_labels(self, labels: list[list[str]], values: np.ndarray) -> None:  # values [R, C] pick the text colour
+        self.labels = [[elide(text, TOKEN_CELL_COLUMNS) for text in row] for row in labels]
+        self.set_matrix(values, np.ones(values.shape, dtype=bool))
+
+    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
+        rows = range(len(self.labels)) if rows is None else rows
+        return {(r, c): self.labels[r][c] for r in rows for c in range(len(self.labels[r]))}
+
+    def paint(self, painter, option, *args) -> None:
+        """Each token cut to its cell's pixels (the number cells' 26 px floor left a 16-token lens bare at
+        1280 px); in a cell much taller than wide, turned to run up the cell."""
+        transform = painter.transform()  # data -> device
+        width, height = abs(transform.m11()), abs(transform.m22())
+        if min(width, height) < MIN_TOKEN_CELL_PX:
+            return
+        turned = height > TURN_RATIO * width
+        font = ui_font(7.5)
+        metrics = QFontMetricsF(font)
+        painter.save()
+        painter.resetTransform()
+        painter.setFont(font)
+        for (r, c), label in self.texts().items():
+            centre = transform.map(QPointF(c + 0.5, r + 0.5))
+            upwards = turned and metrics.horizontalAdvance(label) > width - 4   # a CJK character stays upright
+            along, across = (height, width) if upwards else (width, height)
+            text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, along - 4)
+            painter.setPen(text_colour(self.values[r, c]))
+            painter.save()
+            painter.translate(centre)
+            if upwards:
+                painter.rotate(-90)
+            painter.drawText(QRectF(-along / 2, -across / 2, along, across), Qt.AlignmentFlag.AlignCenter, text)
+            painter.restore()
+        painter.restore()
 
 
 class Heatmap(pg.PlotItem):

@@ -14,9 +14,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
-from core.attribution import HELD_FIXED, Attribution, direct_logit_attribution
+from core.attribution import HELD_FIXED, Attribution, direct_logit_attribution, part_kind
 from core.logit_lens import stage_label
-from core.raw_export import csv_text
 from core.readouts import default_target
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.cell_picking import row_under
@@ -39,17 +38,6 @@ LEGEND = ("<span style='color:#8c8c8c'>■</span> token embedding &nbsp; "
           "<span style='color:#7fa7c9'>■</span> o_proj bias (models that have one) &nbsp; "
           "<span style='color:#e07b20'>■</span> expert (times its routing weight) or dense MLP &nbsp; "
           "<span style='color:#d62728'>□</span> the selected head")
-
-
-def part_kind(name: str) -> tuple[str, int | None, int | None]:
-    """'embed' -> ('embed', None, None); 'L1.H2' -> ('head', 1, 2); 'L0.E3' -> ('expert', 0, 3);
-    a dense model's 'L0.MLP' -> ('mlp', 0, None); o_proj's bias 'L0.attn_bias' -> ('attn_bias', 0, None)."""
-    if name == "embed":
-        return "embed", None, None
-    layer, part = name.split(".")
-    if part in ("MLP", "attn_bias"):
-        return part.lower(), int(layer[1:]), None
-    return ("head" if part[0] == "H" else "expert"), int(layer[1:]), int(part[1:])
 
 
 def bar_label(name: str, value: float) -> str:
@@ -180,24 +168,8 @@ class AttributionPanel(Panel):
     def figures(self) -> list[Figure]:
         if self.attribution is None:
             return []
-        return [Figure("attribution_bars", self.figure_box, table=self.bars_csv,
-                       extra_tables={"attribution_total": self.total_csv})]
-
-    def bars_csv(self) -> str:
-        """One row per part, as drawn (largest first): part, kind, layer, index, contribution."""
-        rows: list[tuple] = [("rank", "part", "kind", "layer", "index", "contribution")]
-        for rank, (name, value) in enumerate(self.bars, start=1):
-            kind, layer, index = part_kind(name)
-            rows.append((rank, name, kind, "" if layer is None else layer, "" if index is None else index,
-                         repr(value)))
-        return csv_text(rows)
-
-    def total_csv(self) -> str:
-        """What the bars add up to: the position, the tokens, the model's logit and the sum of the parts."""
-        a = self.attribution
-        return csv_text([("position", "target_id", "versus_id", "logit", "sum_of_parts"),
-                         (a.position, a.target, "" if a.versus is None else a.versus, repr(a.logit),
-                          repr(float(np.sum(a.values))))])
+        return [Figure("attribution_bars", self.figure_box, table=self.attribution.csv,
+                       extra_tables={"attribution_total": self.attribution.total_csv})]
 
 
 def _token_box(special: str, tip: str) -> QSpinBox:

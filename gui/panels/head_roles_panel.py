@@ -15,8 +15,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from core.head_roles import ROLE_DEFINITIONS, ROLE_NAMES, HeadRoles, sentence_roles
-from core.raw_export import csv_text
+from core.head_roles import (ROLE_DEFINITIONS, ROLE_NAMES, ROLE_SOURCES, HeadRoles, evidence_csv, roles_csv,
+                             sentence_roles)
 from core.role_badges import BADGES
 from core.trace import Trace
 from gui import plotting
@@ -26,14 +26,12 @@ from gui.heatmap import Heatmap, cells_path
 from gui import figure_pages as pages
 from gui.panels.base import Figure, Panel
 
-SOURCES = ("sentence", "probe")
 SCORE_COLOUR = QColor("#2c5f8a")      # a full-score cell; 0 is white
 EVIDENCE_PEN = QColor("#ff5a1f")      # outline of the cells a score is made of
 ROLE_TITLES = {"previous_token": "previous", "self": "self", "first_token": "first (sink)",
                "duplicate_token": "duplicate", "induction": "induction"}
 SOURCE_TITLES = {"sentence": "sent.", "probe": "probe"}   # under the role's badge name in a column title
 HEADER_PADDING = 12   # a column is never narrower than its title (the titles were cut to "nduction")
-CSV_HEADER = ("layer", "head", *(f"{role}_{source}" for role in ROLE_NAMES for source in SOURCES))
 
 
 def head_name(layer: int, head: int) -> str:
@@ -107,11 +105,12 @@ class HeadRolesPanel(Panel):
     # ---------------------------------------------------------------- building (once)
     def _build_table(self) -> None:
         # Short titles (the grid's badge names), so that eleven columns fit a dock of a small screen.
-        columns = ["head"] + [f"{BADGES[role]}\n{SOURCE_TITLES[source]}" for role in ROLE_NAMES for source in SOURCES]
+        columns = ["head"] + [f"{BADGES[role]}\n{SOURCE_TITLES[source]}"
+                              for role in ROLE_NAMES for source in ROLE_SOURCES]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
         for i, role in enumerate(ROLE_NAMES):
-            for j, source in enumerate(SOURCES):
+            for j, source in enumerate(ROLE_SOURCES):
                 self.table.horizontalHeaderItem(1 + 2 * i + j).setToolTip(
                     f"{ROLE_TITLES[role]}: {ROLE_DEFINITIONS[role]}\n"
                     f"({'on this sentence' if source == 'sentence' else 'on the probe'})")
@@ -191,7 +190,7 @@ class HeadRolesPanel(Panel):
             name.setData(Qt.ItemDataRole.UserRole, (layer, head, None, None))
             self.table.setItem(row, 0, name)
             for i, role in enumerate(ROLE_NAMES):
-                for j, source in enumerate(SOURCES):
+                for j, source in enumerate(ROLE_SOURCES):
                     self.table.setItem(row, 1 + 2 * i + j, self._score_item(layer, head, role, source))
         self.table.setSortingEnabled(True)
         show_every_row(self.table)
@@ -262,28 +261,11 @@ class HeadRolesPanel(Panel):
                                                           QSizeF(pages.cell_size(n), pages.cell_size(n))))]
 
     def table_csv(self) -> str:
-        """layer, head, then every role's score on the sentence and on the probe (empty: undefined)."""
-        rows: list[tuple] = [CSV_HEADER]
-        layers, heads = self.roles.scores.shape[:2]
-        for layer, head in np.ndindex(layers, heads):
-            cells = []
-            for role in ROLE_NAMES:
-                for roles in (self.roles, self.probe):
-                    score = np.nan if roles is None else roles.score(layer, head, role)
-                    cells.append("" if np.isnan(score) else repr(score))
-            rows.append((layer, head, *cells))
-        return csv_text(rows)
+        return roles_csv(self.roles, self.probe)
 
     def evidence_csv(self) -> str:
-        """The outlined cells of the selected head and role: query, key, their pieces and the attention."""
         layer, head = self.selection.layer, self.selection.head
-        attn = self.trace.layers[layer].attn[head]
-        evidence = self.roles.evidence[self.role]
-        rows: list[tuple] = [("layer", "head", "role", "query", "query_piece", "key", "key_piece", "attention")]
-        for query, key in zip(evidence.queries, evidence.keys):
-            rows.append((layer, head, self.role, int(query), self.trace.label(int(query)), int(key),
-                         self.trace.label(int(key)), repr(float(attn[query, key]))))
-        return csv_text(rows)
+        return evidence_csv(self.trace, self.roles.evidence[self.role], layer, head, self.role)
 
 
 def _same(drawn: tuple | None, now: tuple) -> bool:

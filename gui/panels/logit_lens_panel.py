@@ -16,80 +16,32 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, QObject, QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QPainterPath
+from PySide6.QtCore import QEvent, QObject, QRectF, QSize
+from PySide6.QtGui import QColor, QPainterPath
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel,
                                QSpinBox, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from core.logit_lens import STAGES_NOTE, TOP_K, LogitLens, formation_of, logit_lens, stage_label
-from core.raw_export import csv_text
 from core.readouts import default_target
 from core.trace import Trace
 from gui import figure_pages as pages
 from gui import plotting
 from gui.fonts import ui_font
 from gui.figure_frame import figure_frame, scrolling, show_every_row
-from gui.heatmap import CellText, Heatmap, text_colour
+from gui.heatmap import Heatmap, TokenCellText
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.readout_job import ReadoutJob
-from gui.text_fit import elide
 
 COMPUTING = "computing…"
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
-CELL_COLUMNS = 5                    # a token in a cell: about as wide as the cell's "0.00" numbers elsewhere
 MARK_COLOUR = QColor(214, 39, 40)
 CLICK_HINT = "Click a column of the heatmap to select that position."
-MIN_TOKEN_CELL_PX = 14.0            # a cell narrower or lower than this shows no token (its tooltip does)
-TURN_RATIO = 1.8                    # a cell this many times taller than wide writes its token upwards
 MIN_VIEW_HEIGHT = 200               # the heatmap's plot; the heatmap fills the panel's first screen above it
 
 
 def format_probability(p: float) -> str:
     return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
-
-
-class TokenCellText(CellText):
-    """The heatmap's cell painter writing a token (elided to fit) instead of a number in each cell."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.labels: list[list[str]] = []       # [R][C]
-
-    def set_labels(self, labels: list[list[str]], values: np.ndarray) -> None:  # values [R, C] pick the text colour
-        self.labels = [[elide(text, CELL_COLUMNS) for text in row] for row in labels]
-        self.set_matrix(values, np.ones(values.shape, dtype=bool))
-
-    def texts(self, rows: range | None = None) -> dict[tuple[int, int], str]:
-        rows = range(len(self.labels)) if rows is None else rows
-        return {(r, c): self.labels[r][c] for r in rows for c in range(len(self.labels[r]))}
-
-    def paint(self, painter, option, *args) -> None:
-        """Each token cut to its cell's pixels (the number cells' 26 px floor left a 16-token lens bare at
-        1280 px); in a cell much taller than wide, turned to run up the cell."""
-        transform = painter.transform()  # data -> device
-        width, height = abs(transform.m11()), abs(transform.m22())
-        if min(width, height) < MIN_TOKEN_CELL_PX:
-            return
-        turned = height > TURN_RATIO * width
-        font = ui_font(7.5)
-        metrics = QFontMetricsF(font)
-        painter.save()
-        painter.resetTransform()
-        painter.setFont(font)
-        for (r, c), label in self.texts().items():
-            centre = transform.map(QPointF(c + 0.5, r + 0.5))
-            upwards = turned and metrics.horizontalAdvance(label) > width - 4   # a CJK character stays upright
-            along, across = (height, width) if upwards else (width, height)
-            text = metrics.elidedText(label, Qt.TextElideMode.ElideRight, along - 4)
-            painter.setPen(text_colour(self.values[r, c]))
-            painter.save()
-            painter.translate(centre)
-            if upwards:
-                painter.rotate(-90)
-            painter.drawText(QRectF(-along / 2, -across / 2, along, across), Qt.AlignmentFlag.AlignCenter, text)
-            painter.restore()
-        painter.restore()
 
 
 class LogitLensPanel(Panel):
@@ -289,33 +241,13 @@ class LogitLensPanel(Panel):
                                 pages.matrix_cell(stages, tokens, widest=44.0, tallest=34.0))
 
     def heatmap_csv(self) -> str:
-        """stage, position, the piece read there, that stage's top token and its probability."""
-        rows: list[tuple] = [("stage", "position", "piece", "top_id", "top_piece", "probability")]
-        for s, name in enumerate(self.lens.stage_names):
-            for t in range(self.trace.n_tokens):
-                i = int(self.lens.top_ids[s, t, 0])
-                rows.append((name, t, self.trace.label(t), i, self.trace.vocab_label(i),
-                             repr(float(self.lens.top_probs[s, t, 0]))))
-        return csv_text(rows)
+        return self.lens.tops_csv(self.trace)
 
     def position_csv(self) -> str:
-        """The top 5 of every stage at the selected position."""
-        rows: list[tuple] = [("position", "stage", "rank", "token_id", "piece", "probability")]
-        ids, probs = self.lens.top_k(self.position)
-        for s, name in enumerate(self.lens.stage_names):
-            for k in range(ids.shape[1]):
-                rows.append((self.position, name, k + 1, int(ids[s, k]), self.trace.vocab_label(int(ids[s, k])),
-                             repr(float(probs[s, k]))))
-        return csv_text(rows)
+        return self.lens.position_csv(self.trace, self.position)
 
     def target_csv(self) -> str:
-        """The target token's rank and probability at every stage, at the selected position."""
-        rows: list[tuple] = [("position", "stage", "token_id", "piece", "rank", "probability")]
-        ranks, probs = self.target_readout(now=True)
-        for s, name in enumerate(self.lens.stage_names):
-            rows.append((self.position, name, self.target, self.trace.vocab_label(self.target), int(ranks[s]),
-                         repr(float(probs[s]))))
-        return csv_text(rows)
+        return self.lens.target_csv(self.trace, self.position, self.target, *self.target_readout(now=True))
 
 
 def _column_path(column: int, rows: int) -> QPainterPath:

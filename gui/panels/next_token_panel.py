@@ -14,8 +14,7 @@ from PySide6.QtWidgets import (QButtonGroup, QDoubleSpinBox, QGridLayout, QHBoxL
                                QPushButton, QRadioButton, QSizePolicy, QSpinBox, QVBoxLayout, QWidget)
 
 from core.experiment_runs import next_token_change
-from core.raw_export import csv_text
-from core.sampling import Candidates, SamplingSettings, ranked, top_candidates
+from core.sampling import Candidates, SamplingSettings, candidates_csv, ranked, top_candidates
 from core.trace_fields import logits_from
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
@@ -30,7 +29,6 @@ from gui.text_fit import elide
 
 DEFAULT_BARS = 10
 LABEL_COLUMNS = 16                     # longer pieces are elided on the axis (whole in tooltip and CSV)
-CSV_HEADER = ("rank", "id", "piece", "probability", "probability_after_settings", "in_sampling_set")
 
 
 def format_probability(p: float) -> str:
@@ -311,12 +309,4 @@ class NextTokenPanel(Panel):
         return figures
 
     def bars_csv(self) -> str:
-        """rank, id, piece, probability (T = 1), probability after the settings, in_sampling_set."""
-        rows: list[tuple] = [CSV_HEADER]
-        c = self.candidates
-        if c is not None:
-            for i, token_id in enumerate(c.ids):
-                rows.append((i + 1, int(token_id), self.trace.vocab_label(int(token_id)),
-                             repr(float(c.probability[i])), repr(float(c.after[i])),
-                             "true" if c.in_sampling_set[i] else "false"))
-        return csv_text(rows)
+        return candidates_csv(self.candidates, self.trace.vocab_label if self.trace is not None else str)

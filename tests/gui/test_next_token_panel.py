@@ -10,11 +10,11 @@ import pytest
 from PySide6.QtCore import QPointF, Qt
 
 from core.runners import NumpyRunner
-from core.sampling import SamplingSettings, candidate_distribution
+from core.sampling import CANDIDATES_HEADER, SamplingSettings, candidate_distribution
 from core.session import analyse
 from core.tokenizer import BYTE_ENCODER
 from gui.candidate_bars import RULED_OUT_FILL
-from gui.panels.next_token_panel import CSV_HEADER, LABEL_COLUMNS, NextTokenPanel
+from gui.panels.next_token_panel import LABEL_COLUMNS, NextTokenPanel
 from gui.text_fit import elide
 from gui.selection import Selection
 
@@ -224,7 +224,7 @@ def test_empty_trace_shows_an_empty_state(panel, english_trace, qtbot):
     assert panel.candidates is None and panel.showing_empty_state()
     assert not panel.chart.isVisible()
     assert len(panel.chart.raw_bars.opts["width"]) == 0
-    assert panel.bars_csv().splitlines() == [",".join(CSV_HEADER)]
+    assert panel.bars_csv().splitlines() == [",".join(CANDIDATES_HEADER)]
     with qtbot.assertNotEmitted(panel.sigAppendTokens):
         qtbot.keyClick(panel.chart, Qt.Key_1)
 
@@ -235,7 +235,7 @@ def test_csv_holds_what_the_bars_show(panel, chinese_trace):
     (figure,) = panel.figures()
     assert figure.name == "next_token_bars" and figure.widget is panel.figure_box
     rows = list(csv.reader(io.StringIO(figure.table())))
-    assert tuple(rows[0]) == CSV_HEADER
+    assert tuple(rows[0]) == CANDIDATES_HEADER
     c = panel.candidates
     assert [int(r[1]) for r in rows[1:]] == c.ids.tolist()
     assert [r[2] for r in rows[1:]] == [chinese_trace.vocab_label(int(i)) for i in c.ids]

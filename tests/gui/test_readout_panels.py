@@ -16,10 +16,11 @@ from core.parity_report import parity_report
 from core.runners import NumpyRunner, OnnxRunner
 from core.session import analyse
 from gui import export
+from gui.heatmap import TOKEN_CELL_COLUMNS
 from gui.main_window import MainWindow
 from gui.panels.attribution_panel import AttributionPanel
 from gui.panels.head_roles_panel import HeadRolesPanel
-from gui.panels.logit_lens_panel import CELL_COLUMNS, LogitLensPanel
+from gui.panels.logit_lens_panel import LogitLensPanel
 from gui.panels.parity_panel import NEED_BOTH, ParityPanel
 from gui.selection import Selection
 from gui.text_fit import elide
@@ -138,7 +139,7 @@ def test_logit_lens_heatmap_labels_each_stage_top_token_and_the_table_follows_th
     panel.set_trace(trace)
     lens = logit_lens(trace)
     top = lens.probs.argmax(axis=-1)
-    assert panel.cell_labels.labels == [[elide(trace.vocab_label(int(i)), CELL_COLUMNS) for i in row] for row in top]
+    assert panel.cell_labels.labels == [[elide(trace.vocab_label(int(i)), TOKEN_CELL_COLUMNS) for i in row] for row in top]
     np.testing.assert_allclose(panel.cell_labels.values, lens.probs.max(axis=-1))
     last_stage = [r for r in csv_rows(panel.heatmap_csv()) if r["stage"] == lens.stage_names[-1]]
     assert [int(r["top_id"]) for r in last_stage] == trace.logits.argmax(axis=-1).tolist()
@@ -175,7 +176,7 @@ def test_attribution_bars_are_cores_sorted_and_add_up_to_the_logit(show, trace):
     assert values == sorted(values, reverse=True)
     assert sum(values) == pytest.approx(float(trace.logits[6, target]), abs=1e-4)
     assert panel.held_fixed.text() == HELD_FIXED
-    total = csv_rows(panel.total_csv())[0]
+    total = csv_rows(panel.attribution.total_csv())[0]
     assert float(total["sum_of_parts"]) == pytest.approx(float(total["logit"]), abs=1e-4)
 
     panel.versus_box.setValue(3)
@@ -328,7 +329,7 @@ def test_attribution_on_a_dense_model_with_an_o_proj_bias_draws_its_mlp_and_bias
     panel.set_trace(trace)
     names = {name for name, _ in panel.bars}
     assert {"L0.MLP", "L0.attn_bias"} <= names
-    rows = csv_rows(panel.bars_csv())
+    rows = csv_rows(panel.attribution.csv())
     kinds = {row["part"]: (row["kind"], row["layer"], row["index"]) for row in rows}
     assert kinds["L1.MLP"] == ("mlp", "1", "") and kinds["L0.attn_bias"] == ("attn_bias", "0", "")
     assert sum(float(row["contribution"]) for row in rows) == pytest.approx(
