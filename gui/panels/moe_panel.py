@@ -108,6 +108,8 @@ class MoePanel(Panel):
         split.setStretchFactor(1, 9)
         split.splitterMoved.connect(lambda *_: setattr(self, "_split_by_user", True))
         self.split, self._split_by_user = split, False
+        # the numbers' width is estimated until the plots are laid out: share the width again once they are
+        self.router.probs_plot.vb.sigResized.connect(self._share_width)
         layout = QVBoxLayout(page)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.banner)
