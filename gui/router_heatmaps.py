@@ -14,7 +14,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetricsF
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from core.routing_view import LayerRouting, expert_ticks
@@ -100,6 +100,17 @@ class RouterView(QWidget):
         text.setAcceptedMouseButtons(Qt.MouseButton.NoButton)
         plot.addItem(text)
         return text
+
+    def set_on_page(self, on_page: bool) -> None:
+        """On paper the caption sits on the page's colour with a margin, not on a band of the window's grey."""
+        from gui.figure_pages import page_background
+
+        self.setAutoFillBackground(on_page)
+        if on_page:
+            palette = self.palette()
+            palette.setColor(QPalette.ColorRole.Window, page_background())
+            self.setPalette(palette)
+        self.explanation.setContentsMargins(*((10, 6, 10, 2) if on_page else (0, 0, 0, 0)))
 
     def draw(self, routing: LayerRouting) -> None:
         n_tokens, n_experts = routing.probs.shape

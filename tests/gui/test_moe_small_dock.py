@@ -48,3 +48,22 @@ def test_a_whatif_result_scrolls_into_a_short_dock_with_room_for_its_bars(show, 
     top = panel.whatif.result_widget.mapTo(viewport, QPoint(0, 0)).y()
     assert 0 <= top < viewport.height() // 3, f"the result starts {top} px down a {viewport.height()} px column"
     assert panel.whatif.plots.height() >= BAR_ROW_PX * len(panel.whatif.changes)
+
+
+def test_the_router_figure_has_its_caption_on_the_page_not_on_a_grey_band(show, analysed):
+    from PySide6.QtGui import QColor
+
+    from gui.figure_pages import on_page
+
+    panel = show(MoePanel(), *SMALL_DOCK)
+    panel.set_trace(analysed(CHINESE))
+    panel.flush()
+    (figure,) = [f for f in panel.figures() if f.name == "moe_router_probs"]
+    with on_page(figure) as page:
+        caption = page.explanation
+        image = page.grab().toImage()
+        corner = caption.geometry().topLeft()
+        assert caption.contentsMargins().left() > 0   # the text clear of the page's edge
+    below = caption.geometry().bottom() + 2   # between the caption and the plots
+    assert image.pixelColor(corner.x() + 2, corner.y() + 2) == QColor("white") == image.pixelColor(5, below)
+    assert not page.autoFillBackground()   # back on screen: the window's own colour
