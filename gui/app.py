@@ -32,12 +32,18 @@ INTERRUPTED = 130   # the exit status of a program stopped by Ctrl+C (128 + SIGI
 
 
 def application() -> QApplication:
-    app = QApplication.instance() or QApplication(sys.argv)
+    app = QApplication.instance() or QApplication(qt_arguments(sys.argv))
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APPLICATION)
     register_fonts(app)
     collect_garbage_on_this_thread(app)
     return app
+
+
+def qt_arguments(argv: list[str]) -> list[str]:
+    """argv as Qt can take it. Python decodes bytes that are not UTF-8 (`--text $'\\xff'`, a Latin-1 file
+    name) to lone surrogates, which crash QApplication; Qt only reads its own options, so U+FFFD serves."""
+    return [arg.encode("utf-8", "surrogateescape").decode("utf-8", "replace") for arg in argv]
 
 
 def collect_garbage_on_this_thread(app: QApplication) -> None:

@@ -337,3 +337,18 @@ def test_a_sentence_past_the_context_is_exported_cut_with_a_note(tmp_path, bundl
     assert captured.err.startswith(f"note: text cut at {bundle.context} tokens") and "not analysed" in captured.err
     with np.load(tmp_path / "out" / "trace.npz") as npz:
         assert npz["input_ids"].shape[0] == bundle.context
+
+
+def test_bytes_that_are_not_utf8_on_the_command_line_export_as_replacement_characters(tmp_path, bundle):
+    """Python turns them into lone surrogates, which crashed QApplication (a segfault, no message)."""
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env["QT_QPA_PLATFORM"] = "offscreen"
+    done = subprocess.run([sys.executable.encode(), (ROOT / "main.py").__bytes__(), b"export", b"--text", b"bad \xff byte",
+                           b"--out", bytes(out), b"--model", bytes(bundle.path), b"--formats", b"png,csv",
+                           b"--figures", b"tokens_chips"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    hex_column = [line.rsplit(",", 1)[1] for line in (out / "tokens.csv").read_text().splitlines()[1:]]
+    assert "ef bf bd" in " ".join(hex_column)   # U+FFFD where the byte was
+    assert QImage(str(out / "tokens_chips.png")).width() > 0
