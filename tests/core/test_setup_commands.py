@@ -42,3 +42,18 @@ def test_readme_says_how_many_workers_the_tests_run_in_and_how_to_run_them_in_on
     assert any(r.startswith("pytest-xdist") for r in pyproject["project"]["optional-dependencies"]["test"])
     readme = ROOT.joinpath("README.md").read_text(encoding="utf-8")
     assert f"`-n {workers}`" in readme and "`python -m pytest -n 0`" in readme
+
+
+def apt_packages(text: str) -> set[str]:
+    """The Debian packages named by the `apt-get install` commands in text (continuation lines included)."""
+    joined = text.replace("\\\n", " ")
+    commands = re.findall(r"apt-get install ([^\n>]*)", joined)
+    return {word for command in commands for word in command.split() if not word.startswith("-")}
+
+
+def test_the_readme_names_every_debian_package_ci_installs() -> None:
+    """A newcomer following the README gets what CI has (the vector tests fail without rsvg-convert)."""
+    setup = ROOT.joinpath("README.md").read_text(encoding="utf-8").split("## Set up", 1)[1].split("\n## ", 1)[0]
+    ci = ROOT.joinpath(".ci", "run").read_text(encoding="utf-8")
+    assert {"poppler-utils", "librsvg2-bin"} <= apt_packages(ci)
+    assert apt_packages(ci) - apt_packages(setup) == set()
