@@ -7,7 +7,9 @@ import signal
 import socket
 import sys
 import threading
-from typing import Iterator
+import time
+import weakref
+from typing import Callable, Iterator
 
 # The app collects garbage on a timer of its own thread (collect_garbage_on_this_thread): automatic
 # collection is off from the first import on, not only once the QApplication is made. During start-up's
@@ -20,15 +22,19 @@ import core.session  # noqa: F401  (the runners, the tokenizer, NumPy and onnx)
 from core.bundle import Bundle, BundleError, load_bundle
 from core.hf_import import is_hf_folder
 
-from PySide6.QtCore import QSocketNotifier, QTimer
+from PySide6.QtCore import QObject, QSocketNotifier, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from gui.controller import BACKENDS, Controller
 from gui.fonts import register_fonts
 from gui.main_window import APPLICATION, ORGANISATION, MainWindow, default_settings
+from gui.panels.base import drawing_lately
 
 FIRST_SENTENCE = "订单成交，订单取消。The cat sat on the mat because it was tired."
 INTERRUPTED = 130   # the exit status of a program stopped by Ctrl+C (128 + SIGINT)
+GC_EVERY_S = 1.0          # how often garbage is looked for (as pyqtgraph's GarbageCollector)
+GC_QUIET_S = 0.02         # put off while the panels draw, and this long after: a collection would lengthen the update
+GC_PUT_OFF_AT_MOST_S = 5.0   # ... but not longer: typing on and on must not let garbage pile up
 
 
 def application() -> QApplication:
@@ -49,11 +55,59 @@ def qt_arguments(argv: list[str]) -> list[str]:
 def collect_garbage_on_this_thread(app: QApplication) -> None:
     """Python's cycle collector runs on whichever thread allocates when a threshold is crossed: on a
     model worker it would destroy a discarded widget off the GUI thread, which deadlocks or crashes Qt.
-    pyqtgraph's GarbageCollector turns automatic collection off and collects on a timer of this thread."""
+    Automatic collection is off (above); a timer of this thread collects instead (IdleCollector)."""
     if getattr(app, "glassbox_gc", None) is None:
-        from pyqtgraph.util.garbage_collector import GarbageCollector
+        app.glassbox_gc = IdleCollector(lambda: drawing_lately(GC_QUIET_S))
 
-        app.glassbox_gc = GarbageCollector(interval=1.0)
+
+class IdleCollector(QObject):
+    """Collects garbage on this thread every GC_EVERY_S, each generation once its count passes Python's
+    threshold (as pyqtgraph's GarbageCollector does), but not in the middle of an update: while any of
+    its `busy` tests holds it tries again GC_QUIET_S later, for at most GC_PUT_OFF_AT_MOST_S. A collection
+    of the older generations walks every object the app holds (~50-150 ms); run at a timer's whim it
+    landed inside an update now and then."""
+
+    def __init__(self, busy: Callable[[], bool], clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._busy_now, self._clock = busy, clock
+        self._owned_tests: list[weakref.WeakMethod] = []
+        self._put_off_since: float | None = None
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self.check)
+        self._timer.start(round(GC_EVERY_S * 1000))
+
+    def wait_while(self, busy) -> None:
+        """Wait while the bound method busy() holds too (its object is not kept alive for it)."""
+        self._owned_tests.append(weakref.WeakMethod(busy))
+
+    def _busy(self) -> bool:
+        self._owned_tests = [test for test in self._owned_tests if test() is not None]
+        return self._busy_now() or any((method := test()) is not None and method() for test in self._owned_tests)
+
+    def check(self) -> None:
+        now = self._clock()
+        if self._busy():
+            if self._put_off_since is None:
+                self._put_off_since = now
+            if now - self._put_off_since < GC_PUT_OFF_AT_MOST_S:
+                self._timer.start(round(GC_QUIET_S * 1000))
+                return
+        self._put_off_since = None
+        generation = due_generation()
+        if generation is not None:
+            gc.collect(generation)
+        self._timer.start(round(GC_EVERY_S * 1000))
+
+
+def due_generation() -> int | None:
+    """The oldest generation whose count passed its threshold, the younger ones all past theirs too (None: none)."""
+    due = None
+    for generation, (count, threshold) in enumerate(zip(gc.get_count(), gc.get_threshold())):
+        if count <= threshold:
+            break
+        due = generation
+    return due
 
 
 def start_bundle(model: str | None, last_model: str | None) -> Bundle:

@@ -119,6 +119,9 @@ class MainWindow(QMainWindow):
         if restore:
             self._restore_settings()
         QApplication.instance().focusChanged.connect(self._on_focus_changed)
+        collector = getattr(QApplication.instance(), "glassbox_gc", None)   # gui.app.IdleCollector
+        if collector is not None:   # a collection while the sentence typed is analysed would delay its picture
+            collector.wait_while(controller.busy)
 
     # ------------------------------------------------------------ building
     def _build_sentence_bar(self) -> None:

@@ -16,6 +16,7 @@ from shiboken6 import isValid
 
 from core.trace import Trace
 from core.trace_fields import describe_request, trace_holds
+from gui.after_paints import after_pending_paints
 from gui.intervention_banner import InterventionBanner
 from gui.selection import Selection
 
@@ -105,6 +106,8 @@ class _Frame(QObject):
         self._waiting: dict[int, Panel] = {}
         self._last = -1.0      # time.monotonic() of the last frame
         self._due = False      # a frame is posted or timed
+        self._painting = False   # a frame was drawn and the window has not painted it yet
+        self._painted = -1.0     # time.monotonic() the last frame's paint was over
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._draw)
@@ -142,9 +145,22 @@ class _Frame(QObject):
         for panel in drawn:
             panel.prepare_plots()
         paint_views_together(drawn)
+        self._painting = True
+        after_pending_paints(self, self._paint_over)
+
+    def _paint_over(self) -> None:
+        self._painting, self._painted = False, time.monotonic()
 
 
 _frame: _Frame | None = None
+
+
+def drawing_lately(within_s: float) -> bool:
+    """Panels are posted to draw at the next frame, or drew one the window has not painted yet or painted
+    less than `within_s` seconds ago: an update is under way, and work that can wait should (gui.app's
+    garbage collector)."""
+    frame = _frame
+    return frame is not None and (frame._due or frame._painting or time.monotonic() - frame._painted < within_s)
 
 
 def _the_frame() -> _Frame:
