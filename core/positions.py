@@ -152,6 +152,28 @@ def pair_angle_view(head_dim: int, theta: float, scaling: tuple, context: int) -
                       pair_angles(np.arange(context), head_dim, theta, scaling))
 
 
+@dataclass(frozen=True)
+class WrappedLine:
+    """One pair's angle m·θ_i wrapped to [0, 2π) over positions 0…end, exactly: a sawtooth is straight between
+    the positions where it wraps (m = 2πk / θ_i), so its corners are all a drawing needs (a fast pair over
+    256 positions: 84 points, not thousands of samples)."""
+    positions: np.ndarray   # [N] 0, each wrap twice (at 2π, then at 0), end
+    angles: np.ndarray      # [N] in [0, 2π]: 2π only where a piece ends at its wrap
+    connect: np.ndarray     # [N] bool: False where the line breaks (from 2π back to 0)
+
+
+def wrapped_line(frequency: float, end: float) -> WrappedLine:
+    """m·θ wrapped to [0, 2π) for m in [0, end], as straight pieces broken where they wrap."""
+    turns = int(np.floor(frequency * end / (2 * np.pi))) if frequency > 0 else 0
+    wraps = 2 * np.pi * np.arange(1, turns + 1) / frequency if turns else np.zeros(0)   # [K] where it wraps
+    wraps = wraps[wraps < end]   # a wrap exactly at `end` ends the line at 2π: no piece after it
+    positions = np.concatenate([[0.0], np.repeat(wraps, 2), [float(end)]])
+    angles = np.concatenate([[0.0], np.tile([2 * np.pi, 0.0], len(wraps)), [min(2 * np.pi, max(0.0, frequency * end - 2 * np.pi * len(wraps)))]])
+    connect = np.ones(len(positions), bool)
+    connect[1:-1:2] = False   # each piece's end (at 2π) is not joined to the next piece's start (at 0)
+    return WrappedLine(positions, angles, connect)
+
+
 def wrap_angle(angle: np.ndarray) -> np.ndarray:
     """Angles folded into [0, 2π): where the pair's arrow actually points."""
     return np.mod(angle, 2 * np.pi)

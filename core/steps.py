@@ -45,10 +45,16 @@ class Step:
     # n -> the columns to show when n number columns fit (cols is its answer for COLUMNS_SHOWN)
     column_window: Callable[[int], np.ndarray] = field(compare=False, repr=False)
     signed: bool = True            # signed values (diverging colours) or probabilities in [0, 1]
+    # n -> the rows to show when n rows may be (rows is its answer for MAX_TOKENS_SHOWN); None: rows is all
+    row_window: Callable[[int], np.ndarray] | None = field(default=None, compare=False, repr=False)
 
     def with_columns(self, columns: int) -> "Step":
         """This step with as many columns shown as `columns` number columns hold (a wider table)."""
         return replace(self, cols=np.asarray(self.column_window(columns)))
+
+    def with_rows(self, rows: int) -> "Step":
+        """This step with up to `rows` rows shown (a figure has room for more than a dock)."""
+        return self if self.row_window is None else replace(self, rows=np.asarray(self.row_window(rows)))
 
     @property
     def shown(self) -> np.ndarray:  # [len(rows), len(cols)]
@@ -61,7 +67,8 @@ class Step:
         for axis, shown, total in ((self.row_axis, self.rows, self.values.shape[0]),
                                    (self.col_axis, self.cols, self.values.shape[1])):
             if len(shown) < total:
-                parts.append(f"{axis} {index_ranges(shown)} of {total}")
+                left_out = np.setdiff1d(np.arange(total), shown)
+                parts.append(f"{axis} {index_ranges(shown)} of {total} ({index_ranges(left_out)} left out)")
         return "shown: " + "; ".join(parts) if parts else ""
 
     def csv(self) -> str:
@@ -220,7 +227,8 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
 
     labels = tuple(f"{i} {trace.label(i)}" for i in range(t))
     dims = lambda n, prefix="d": tuple(f"{prefix}{i}" for i in range(n))  # noqa: E731
-    tok_rows = token_window(t, query, key)
+    tok_rows = lambda n: token_window(t, query, key, max(MAX_TOKENS_SHOWN, n))  # noqa: E731
+    up_to_query = lambda n: tok_rows(n)[tok_rows(n) <= query]  # noqa: E731  (× V: the keys the query sees)
     key_cols = lambda n: token_window(t, query, key, max(MAX_TOKENS_SHOWN, n))  # noqa: E731
     hd_cols = lambda n: head_dim_window(dh, n)  # noqa: E731
     md_cols = lambda n: model_dim_window(cfg.hidden_size, n)  # noqa: E731
@@ -228,10 +236,10 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
 
     def tokens_by(step_key, title, formula, note, values, col_labels, col_axis, cols, highlight_cols=(),
                   signed=True, rows=tok_rows, row_axis="tokens", highlight_row=query) -> Step:
-        """cols: n -> the columns shown when n fit."""
+        """cols: n -> the columns shown when n fit; rows: n -> the rows shown when n may be."""
         return Step(step_key, title, formula, note, np.asarray(values, F32), labels, tuple(col_labels),
-                    row_axis, col_axis, np.asarray(rows), np.asarray(cols(COLUMNS_SHOWN)), (highlight_row,),
-                    tuple(highlight_cols), cols, signed)
+                    row_axis, col_axis, np.asarray(rows(MAX_TOKENS_SHOWN)), np.asarray(cols(COLUMNS_SHOWN)),
+                    (highlight_row,), tuple(highlight_cols), cols, signed, rows)
 
     def by_head_dims(step_key, title, formula, note, values) -> Step:
         return tokens_by(step_key, title, formula, note, values, dims(dh), "head dims", hd_cols)
@@ -271,7 +279,7 @@ def head_calculation(trace: Trace, layer: int, head: int, query: int, key: int) 
         tokens_by("weighted_v", "× V, for the selected query", f"a[{query}, j] · v[j]   for each key j",
                   f"Row {query} of A·V written out: each key's value scaled by its weight; the column sums "
                   f"are row {query} of the head's output.",
-                  weighted_v, dims(dh), "head dims", hd_cols, rows=tok_rows[tok_rows <= query],
+                  weighted_v, dims(dh), "head dims", hd_cols, rows=up_to_query,
                   row_axis="keys", highlight_row=key),
         by_head_dims("head_out", "The head's output",
                      "head_out = A · V" + ("" if head_mask == 1 else f" × {head_mask:g} (head mask)"),

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import QWidget
 from core.raw_export import tokens_csv_text, trace_npz_bytes, write_file_set
 from core.trace import Trace
 from gui.figure_pages import on_page
+from gui.heatmap import cell_text_outlined
 from gui.page_pens import cosmetic_pens_widened
 from gui.panels.base import Figure
 from gui.png_encode import image_png_bytes
@@ -116,7 +117,7 @@ def render_image(widget: QWidget, width: int | None = None, dpi: float | None = 
         painter.setRenderHint(QPainter.RenderHint.TextAntialiasing)
         painter.scale(scale, scale)
         # QWidget's render, not a subclass's: QGraphicsView.render draws the scene with another signature.
-        with cosmetic_pens_widened(widget, scale):   # lines keep their on-screen weight at 2x
+        with cosmetic_pens_widened(widget, scale), cell_text_outlined():   # lines keep their on-screen weight at 2x
             QWidget.render(widget, painter, QPoint())
     finally:
         painter.end()

@@ -337,9 +337,15 @@ def lines_page(view: QWidget) -> QSize:
     return QSize(width, round(view.minimumSizeHint().height() * 1.35))
 
 
-def rows_page(rows: int, row_height: float = 22.0, chrome: int = 150, width: int = PAGE_WIDTH) -> QSize:
-    """A figure of one row per token (a router table, a per-token strip): rows stay readable."""
-    return QSize(width, max(PAGE_HEIGHT, round(rows * row_height) + chrome))
+def rows_page(widget: QWidget, view: QGraphicsWidget, rows: int, width: int, row_height: float,
+              least_view: float = 0.0) -> QSize:
+    """A figure of one row per token (the router's heatmaps): `width` wide, its view `rows` × row_height high
+    (at least least_view), and the rest of the page what surrounds the view laid out at that width (a caption
+    wraps), so one token makes a low page, not a tall row."""
+    _resize_and_settle(widget, QSize(width, max(1, widget.height())))
+    around = widget.height() - view.sceneBoundingRect().height()
+    size = QSize(width, math.ceil(around + max(rows * row_height, least_view)))
+    return size.expandedTo(least_size(widget, width))
 
 
 def laid_out_size(figure: Figure) -> QSize:

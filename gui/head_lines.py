@@ -138,6 +138,7 @@ class HeadLinesView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)   # a click makes it the figure Copy figure copies
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Minimum)
         self._labels: list[str] = []
         self._label_advances: list[float] = []   # each label's width in the regular font

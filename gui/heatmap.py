@@ -6,10 +6,13 @@ scene to view to cell coordinates by hand. Rows run down (row 0 on top), as in t
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainterPath, QPen
+from PySide6.QtGui import QColor, QFontMetricsF, QImage, QPainter, QPainterPath, QPen
 
 from gui import plotting
 from gui.cell_picking import cell_of
@@ -71,6 +74,44 @@ def cells_path(cells, width: float = 1.0) -> QPainterPath:  # (row, col) pairs -
 
 MIN_LABEL_CELL_PX = (26.0, 12.0)   # numbers are written into cells only when they fit
 
+# Painting a PNG: cell text as filled glyph outlines, as the SVG (and the PDF made from it) has it. Qt's
+# raster text (its glyph cache, with the platform's hinting and gamma) drew white numbers on dark cells a
+# third heavier and a pixel taller than their outlines, which librsvg, cairo and poppler draw.
+_outlined_text = False
+_OUTLINES: dict[tuple[str, str], tuple[QPainterPath, float]] = {}   # (font key, text) -> (outline, advance)
+
+
+@contextmanager
+def cell_text_outlined() -> Iterator[None]:
+    """While a figure is painted into a PNG, cell text is drawn as glyph outlines."""
+    global _outlined_text
+    before, _outlined_text = _outlined_text, True
+    try:
+        yield
+    finally:
+        _outlined_text = before
+
+
+def draw_cell_text(painter, rect: QRectF, text: str) -> None:
+    """`text` centred in `rect` in the painter's font and pen colour (outlined while a PNG is painted)."""
+    if not _outlined_text:
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, text)
+        return
+    font = painter.font()
+    key = (font.key(), text)
+    outline = _OUTLINES.get(key)
+    if outline is None:
+        if len(_OUTLINES) > 10_000:
+            _OUTLINES.clear()
+        path = QPainterPath()
+        path.addText(QPointF(0, 0), font, text)   # baseline at 0
+        outline = _OUTLINES[key] = (path, QFontMetricsF(font).horizontalAdvance(text))
+    path, advance = outline
+    metrics = QFontMetricsF(font)
+    baseline = rect.center().y() - metrics.height() / 2 + metrics.ascent()   # where drawText's AlignCenter puts it
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)   # as text is (the callers saved the painter)
+    painter.fillPath(path.translated(rect.center().x() - advance / 2, baseline), painter.pen().color())
+
 
 class CellText(pg.GraphicsObject):
     """Numbers written into matrix cells (values in [0, 1]): one item for all of them, drawn at screen size.
@@ -111,8 +152,7 @@ class CellText(pg.GraphicsObject):
         for (r, c), text in self.texts(rows).items():
             centre = transform.map(QPointF(c + 0.5, r + 0.5))
             painter.setPen(text_colour(self.values[r, c]))
-            painter.drawText(QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height),
-                             Qt.AlignmentFlag.AlignCenter, text)
+            draw_cell_text(painter, QRectF(centre.x() - width / 2, centre.y() - height / 2, width, height), text)
         painter.restore()
 
 
@@ -167,7 +207,7 @@ class TokenCellText(CellText):
             painter.translate(centre)
             if upwards:
                 painter.rotate(-90)
-            painter.drawText(QRectF(-along / 2, -across / 2, along, across), Qt.AlignmentFlag.AlignCenter, text)
+            draw_cell_text(painter, QRectF(-along / 2, -across / 2, along, across), text)
             painter.restore()
         painter.restore()
 

@@ -20,7 +20,6 @@ from gui.plot_shapes import DISTINCT_COLOURS, KEY_COLOUR, OTHER_COLOUR, line, pi
 from gui.selection import Selection
 
 LEGEND_COLUMNS = 3   # four held the figure wider than a 1280×800 screen's dock: the speed plot went out of view
-SAMPLES_PER_POSITION = 12   # a fast pair's line reaches 2π before it wraps, not a chord across the wrap
 
 
 def shown_positions(n_tokens: int, context: int) -> int:
@@ -83,11 +82,9 @@ class RopeAnglePlot(FigureTab):
         if self._built_for is None or not np.array_equal(self._built_for, view.frequency):   # the legend names them
             self._rebuild_curves(view.frequency, highlighted)
         end = shown_positions(trace.n_tokens, context)
-        positions = np.linspace(0.0, end, end * SAMPLES_PER_POSITION + 1)
-        sampled = pos.PairAngles(view.frequency, pos.pair_angles(positions, cfg.head_dim, cfg.rope_theta,
-                                                                 cfg.rope_scaling))
-        for i, curve in enumerate(self.curves):   # broken where it wraps past 2π
-            curve.setData(positions, sampled.wrapped[:, i], connect=sampled.wrap_breaks[:, i])
+        for frequency, curve in zip(view.frequency, self.curves):   # straight up to 2π, broken where it wraps
+            drawn = pos.wrapped_line(float(frequency), end)
+            curve.setData(drawn.positions, drawn.angles, connect=drawn.connect)
         tokens, brushes = np.arange(trace.n_tokens), [pg.mkBrush(DISTINCT_COLOURS[k]) for k in range(len(highlighted))]
         self.token_points.setData(np.repeat(tokens, len(highlighted)),   # [T * k]: token by token, pair by pair
                                   view.wrapped[: trace.n_tokens, highlighted].ravel(), brush=brushes * len(tokens))

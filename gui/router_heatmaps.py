@@ -13,8 +13,8 @@ import html
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt
-from PySide6.QtGui import QColor, QFontMetricsF, QPalette
+from PySide6.QtCore import QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFontMetricsF, QPalette, QPen
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from core.routing_view import LayerRouting, expert_ticks
@@ -36,6 +36,8 @@ FORCED_COLOUR = QColor(255, 127, 14)      # forced by an override: orange, unlik
 SELECTED_ROW_COLOUR = QColor(214, 39, 40)
 ROW_LABEL_COLUMNS = 16                    # "12 token": the position and a short word
 WINDOW_ROWS = 40                          # long sentences open on at most 40 rows around the selected token
+PAGE_ROW_PX = 22.0                        # a figure's row: its number and token name with room
+COLOUR_BAR_NAME = "probability · weight"  # what a colour means, in either heatmap
 
 
 class RouterView(QWidget):
@@ -59,8 +61,12 @@ class RouterView(QWidget):
         self.weights_plot.setYLink(self.probs_plot)
         self.weights_plot.getAxis("left").setStyle(showValues=False)
         self.weights_plot.setLabel("left", "")
+        # Its rows are the token names' rows: no labels, and no bare tick marks either. The ticks keep their
+        # length (the axis its width: both heatmaps' columns stay as wide), drawn with no pen.
+        self.weights_plot.getAxis("left").setTickPen(QPen(Qt.PenStyle.NoPen))
         self.colour_bar = pg.ColorBarItem(values=(0.0, 1.0), colorMap=plotting.colormap(), interactive=False,
-                                          width=10)   # its meaning is in both titles: no label to take width
+                                          width=10)   # on screen its meaning is in both titles: no label to take width
+        self.on_page = False
         self.plots.addItem(self.colour_bar, 1, 2)
         self.sigCellHovered, self.sigCellClicked = self.probs_plot.sigCellHovered, self.probs_plot.sigCellClicked
         self.probs_text, self.weights_text = self._cell_text(self.probs_plot), self._cell_text(self.weights_plot)
@@ -111,6 +117,21 @@ class RouterView(QWidget):
             palette.setColor(QPalette.ColorRole.Window, page_background())
             self.setPalette(palette)
         self.explanation.setContentsMargins(*((10, 6, 10, 2) if on_page else (0, 0, 0, 0)))
+        self.on_page = on_page
+        if on_page:   # a figure on its own: its colour bar says what the colours mean
+            self.colour_bar.axis.setLabel(COLOUR_BAR_NAME)
+        else:
+            self.colour_bar.axis.showLabel(False)
+        if self.row_labels:
+            self._fit_rows()   # every row on a page, a window of them on screen
+
+    def page_size(self, width: int) -> QSize:
+        """The figure's page at `width`: every row PAGE_ROW_PX high under its caption, titles and expert
+        numbers (measured laid out at that width), the plots no lower than the colour bar's name."""
+        from gui.figure_pages import rows_page
+
+        least = self.colour_bar.axis.label.boundingRect().width() + 8 if self.on_page else 0
+        return rows_page(self, self.probs_plot.vb, len(self.row_labels), width, PAGE_ROW_PX, least)
 
     def draw(self, routing: LayerRouting) -> None:
         n_tokens, n_experts = routing.probs.shape
@@ -153,8 +174,11 @@ class RouterView(QWidget):
         return round(self.plots.width() + 2 * (n_experts * column_px - narrowest))
 
     def window_rows(self) -> int:
-        """How many rows to show at once: every row while each is LEGIBLE_ROW_PX tall, at most WINDOW_ROWS."""
+        """How many rows to show at once: every row while each is LEGIBLE_ROW_PX tall, at most WINDOW_ROWS;
+        on a page every row (the page is as high as they need)."""
         n_tokens, height = len(self.row_labels), self.probs_plot.vb.height()
+        if self.on_page:
+            return max(1, n_tokens)
         fitting = int(height // LEGIBLE_ROW_PX) if height > 0 else WINDOW_ROWS   # not laid out yet: the most
         return max(1, min(n_tokens, WINDOW_ROWS, max(fitting, 4)))
 

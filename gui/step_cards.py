@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
                                QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
 from core.steps import Step
-from gui.figure_pages import ink, page_background
+from gui.figure_pages import MAX_PAGE_WIDTH, PAGE_WIDTH, ink, natural_height, page_background
 from gui.fonts import ui_font
 from gui.plotting import DIVERGING, MASKED_RGBA, SEQUENTIAL, colormap
 from gui.text_fit import elide
@@ -27,6 +27,7 @@ FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
 MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
 CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
+PAGE_ROWS = 64                        # rows a step's figure shows (the dock: core.steps.MAX_TOKENS_SHOWN)
 
 
 def format_value(v: float) -> str:
@@ -440,6 +441,13 @@ class Card(QFrame):
         layout.addLayout(body)
         self._step: Step | None = None
         self._columns = 0   # the number columns the table was filled for
+        self._on_page = False
+
+    def set_on_page(self, on_page: bool) -> None:
+        """On a page the table has room for every row of a sentence (up to PAGE_ROWS), not the dock's window."""
+        self._on_page = on_page
+        if self._step is not None:
+            self._show_window(self.columns_that_fit())
 
     def show_step(self, number: int, step: Step) -> None:
         self.title.setText(f"{number}. {step.title}")
@@ -451,14 +459,30 @@ class Card(QFrame):
     def columns_that_fit(self) -> int:
         """How many number columns the table has room for at the card's width, beside its row labels and
         two "…" columns (the table then widens them to fill the width exactly)."""
+        room = self.width() - CARD_CHROME - self._row_header_px()
+        every = self._step.values.shape[1]
+        if room >= every * NUMBER_COLUMN:   # all of them: no "…" columns to leave room for
+            return every
+        return max(MIN_COLUMNS, (room - 2 * GAP_COLUMN) // NUMBER_COLUMN)
+
+    def _row_header_px(self) -> int:
         metrics = QFontMetrics(self.table.verticalHeader().font())
-        step = self._step
-        header = max((metrics.horizontalAdvance(elide(step.row_labels[r])) for r in step.rows), default=0) + 12
-        room = self.width() - CARD_CHROME - header - 2 * GAP_COLUMN
-        return max(MIN_COLUMNS, room // NUMBER_COLUMN)
+        step = self._step.with_rows(PAGE_ROWS) if self._on_page else self._step
+        return max((metrics.horizontalAdvance(elide(step.row_labels[r])) for r in step.rows), default=0) + 12
+
+    def page_size(self) -> QSize:
+        """The card's page: PAGE_WIDTH, wider (up to MAX_PAGE_WIDTH) for a table of keys to show every key
+        of a sentence; as high as its table then is."""
+        width = PAGE_WIDTH
+        if self._step is not None and self._step.col_axis == "keys":
+            every_key = CARD_CHROME + self._row_header_px() + self._step.values.shape[1] * NUMBER_COLUMN
+            width = max(PAGE_WIDTH, min(MAX_PAGE_WIDTH, every_key))
+        return QSize(width, natural_height(self, width))
 
     def _show_window(self, columns: int) -> None:
         step = self._step.with_columns(columns)
+        if self._on_page:
+            step = step.with_rows(PAGE_ROWS)
         self._columns = columns
         self.elided.setText(step.elided)
         self.elided.setVisible(bool(step.elided))

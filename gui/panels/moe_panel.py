@@ -146,8 +146,8 @@ class MoePanel(Panel):
         """The heatmaps get the width their numbers need (the what-if keeps WHATIF_LEAST_PX), until the user
         drags the splitter: a small dock's even split left columns too narrow for any number."""
         total = sum(self.split.sizes())
-        if self._split_by_user or self.routing is None or total <= 0:
-            return
+        if self._split_by_user or self.routing is None or total <= 0 or self.router.on_page:
+            return   # on its page the router has the page's size: sharing the dock's width would put it back
         router = min(max(self.router.numbers_width(self.routing.n_experts), total * 11 // 20), total - WHATIF_LEAST_PX)
         if abs(router - self.split.sizes()[0]) > 2:
             self.split.setSizes([router, total - router])
@@ -301,9 +301,9 @@ class MoePanel(Panel):
     def figures(self) -> list[Figure]:
         if self.trace is None or not self.trace.config.is_moe:
             return []
-        shown, n = self.routing, self.trace.n_tokens
+        shown = self.routing
         width = max(pages.PAGE_WIDTH, self.router.least_width(shown.n_experts))   # 64 experts: a wider page
-        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: pages.rows_page(n, width=width)),
+        figures = [Figure("moe_router_probs", self.router, shown.csv, page_size=lambda: self.router.page_size(width)),
                    Figure("moe_expert_load", self.load.plots, shown.load_csv,   # the chart: no switches, no token list
                           extra_tables={"moe_expert_tokens": shown.tokens_csv})]
         if self.result is not None:

@@ -222,7 +222,8 @@ class StepPanel(Panel):
         self._draw_cards()
         self._lay_out_strip()
         self.overview.show_calculation(self._heading(calc), calc.steps)
-        steps = [Figure(step_file_stem(i, step), self._cards[step.key], table=step.csv)
+        steps = [Figure(step_file_stem(i, step), self._cards[step.key], table=step.csv,
+                        page_size=self._cards[step.key].page_size)
                  for i, step in enumerate(calc.steps)]
         return [Figure("step_by_step", self.overview, table=lambda: self._overview_csv(calc)), *steps,
                 Figure("step_dot_product", self.dot_card, table=calc.dot.csv)]

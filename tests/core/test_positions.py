@@ -241,3 +241,36 @@ def test_rope_pairs_and_relative_demo_csv_carry_the_runners_numbers(trace):
     demo_rows = csv_rows(demo.csv())
     assert demo_rows[-1][0] == "runner q_rot.k_rot" and float(demo_rows[-1][5]) == demo.runner_dot
     assert sum(r[0] == "shift both" for r in demo_rows) == len(demo.shifts)
+
+
+def drawn_at(line: pos.WrappedLine, m: float) -> list[float]:
+    """The angles the drawn polyline has at position m: one, or two where it breaks (2π, then 0)."""
+    values = []
+    for i in range(len(line.positions) - 1):
+        a, b = line.positions[i], line.positions[i + 1]
+        if line.connect[i] and a <= m <= b:
+            t = 0.0 if b == a else (m - a) / (b - a)
+            values.append(line.angles[i] + t * (line.angles[i + 1] - line.angles[i]))
+    return values
+
+
+@pytest.mark.parametrize("frequency", [1.0, 0.37, np.pi / 2, 1e-4])   # π/2: wraps land on whole positions
+def test_the_wrapped_line_goes_through_m_theta_at_every_integer_position(frequency):
+    end = 40
+    line = pos.wrapped_line(frequency, end)
+    assert line.positions[0] == 0 and line.positions[-1] == end
+    assert np.all(np.diff(line.positions) >= 0) and line.angles.min() >= 0 and line.angles.max() <= 2 * np.pi
+    for m in range(end + 1):
+        values = drawn_at(line, m)
+        assert values, f"nothing drawn at position {m}"
+        assert circular_gap(values, m * frequency).max() < 1e-9, (m, values)
+    turns = int(frequency * end // (2 * np.pi))
+    assert len(line.positions) <= 2 * turns + 2   # its corners only: two points a turn
+
+
+def test_the_wrapped_line_breaks_only_where_it_wraps():
+    line = pos.wrapped_line(1.0, 20)
+    broken = np.flatnonzero(~line.connect[:-1])
+    np.testing.assert_allclose(line.angles[broken], 2 * np.pi)
+    np.testing.assert_allclose(line.angles[broken + 1], 0.0, atol=1e-12)
+    np.testing.assert_allclose(line.positions[broken], 2 * np.pi * np.arange(1, len(broken) + 1))

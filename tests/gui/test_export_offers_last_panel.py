@@ -89,3 +89,17 @@ def test_with_no_sentence_there_is_nothing_to_copy_or_export(qtbot, make_window,
     next(a for a in window.findChildren(type(window.menuBar().actions()[0]))
          if a.shortcut() == QKeySequence("Ctrl+E")).trigger()
     assert window.last_error.startswith("there is no figure yet")
+
+
+def test_copy_figure_copies_the_head_lines_view_the_user_clicked(qtbot, make_window, monkeypatch):
+    window = make_window()
+    type_text(qtbot, window, "The cat sat on the mat.")
+    attention = window.panel("attention")
+    window.docks["attention"].raise_()
+    click_heatmap_cell(qtbot, attention, 4, 2)   # the heatmap first: the lines view must take over from it
+    window.flush_redraws()
+    lines = attention.lines_view
+    qtbot.waitUntil(lambda: lines.isVisible() and lines.width() > 0)
+    qtbot.mouseClick(lines, Qt.MouseButton.LeftButton, pos=lines.rect().center())
+    window.flush_redraws()
+    assert copied_figure(window, monkeypatch) == "attention_lines"

@@ -172,7 +172,9 @@ def test_angle_curves_are_wrapped_m_theta_over_the_sentence_and_a_margin(panel, 
     last = trace.n_tokens - 1
     assert x[0] == 0 and last + 2 <= x[-1] <= min(cfg.max_position_embeddings - 1, last + max(2, last // 4))
     assert page.plot.viewRange()[0][1] < x[-1] + 1   # the sentence fills the plot, not a sliver of the context
-    np.testing.assert_allclose(y, np.mod(x * pos.pair_frequencies(cfg.head_dim, cfg.rope_theta)[2], 2 * np.pi))
+    turn = x * pos.pair_frequencies(cfg.head_dim, cfg.rope_theta)[2] - y   # whole turns: wrapped (2π at a break)
+    np.testing.assert_allclose(turn / (2 * np.pi), np.round(turn / (2 * np.pi)), atol=1e-9)
+    assert y.min() >= 0 and y.max() <= 2 * np.pi
     token_x, token_y = page.token_points.getData()   # each token's own angle, on the coloured pairs
     assert set(token_x) == set(range(trace.n_tokens))
 

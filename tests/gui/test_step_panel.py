@@ -16,6 +16,7 @@ from core.session import analyse
 from gui import export
 from gui.panels.step_panel import StepPanel
 from gui.step_cards import format_value, two_lines, with_gaps
+from core.steps import index_ranges
 from gui.selection import Selection
 
 ENGLISH = "The cat sat on the mat because it was tired."
@@ -187,3 +188,32 @@ def test_number_format_is_about_three_significant_digits():
 def test_gaps_mark_skipped_rows_and_long_column_labels_wrap():
     assert with_gaps([0, 1, 5, 6, 9]) == [0, 1, None, 5, 6, None, 9]
     assert two_lines("12 ␣because") == "12\n␣becau…"
+
+
+@pytest.mark.parametrize("text", ["The cat sat on the mat. The dog sat.",   # 19 tokens: every key fits the page
+                                  "The cat sat on the mat because the cat was tired, and the dog sat."])   # 32
+def test_a_step_figure_shows_every_row_and_says_which_keys_it_leaves_out(panel, bundle, text):
+    from gui.figure_pages import on_page
+    from gui.step_cards import PAGE_ROWS
+
+    trace = analyse(NumpyRunner(bundle), text)
+    n = trace.n_tokens
+    assert 12 < n <= PAGE_ROWS
+    panel.set_selection(Selection(layer=0, head=0, query=n - 1, key=3))
+    panel.set_trace(trace)
+    figure = next(f for f in panel.figures() if f.name == "step_10_softmax")
+    card = figure.widget
+    assert card.model.rowCount() < n   # the dock: a window of rows, "⋮" for the rest
+    with on_page(figure):
+        model = card.model
+        shown_rows = [model.source_index(model.index(r, 0))[0] for r in range(model.rowCount())]
+        shown_keys = [model.source_index(model.index(0, c))[1] for c in range(model.columnCount())]
+        assert shown_rows == list(range(n))
+        assert card.table.height() >= card.table.sizeHint().height()   # the page holds the whole table
+        if shown_keys == list(range(n)):
+            assert not card.elided.isVisibleTo(card)   # nothing left out, nothing to say
+        else:
+            left_out = sorted(set(range(n)) - {k for k in shown_keys if k is not None})
+            assert card.elided.isVisibleTo(card) and f"({index_ranges(left_out)} left out)" in card.elided.text()
+            assert "queries" not in card.elided.text()   # every row is there
+    assert card.model.rowCount() < n   # back in the dock: its window again
