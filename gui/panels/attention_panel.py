@@ -258,7 +258,9 @@ class AttentionPanel(Panel):
         attn = trace.layers[layer].attn[head]
         self.matrix.set_rgba(plotting.masked_rgba(attn, levels, self._cmap, av.causal_mask(trace.n_tokens)))
         ablated = "  (switched off)" if trace.head_mask[layer, head] == 0 else ""
-        title = f"Layer {layer} · head {head}{ablated} — grey: masked (key after query)"
+        # Two lines: as one, the title's width was the plot's least width, and a narrow dock (1280 × 800)
+        # then pushed the colour bar's numbers out of the view.
+        title = f"Layer {layer} · head {head}{ablated}<br>grey: masked (key after query)"
         if title != self.matrix.titleLabel.text:   # a title re-lays the plot out: only when it changes
             self.matrix.setTitle(title, size="9pt")
         self.colour_bar.setLevels(plotting.finite_levels(levels))  # NaN runs: the bar still needs numbers

@@ -73,3 +73,13 @@ def test_the_head_view_caption_of_hidden_lines_is_whole_in_a_narrow_view(qtbot):
     assert narrow == "30,896 lines < 0.027 hidden" and metrics.horizontalAdvance(narrow) <= 220
     wide = left_out_note(30896, 0.027, metrics, 2000)
     assert wide.startswith(narrow) and "hover a token" in wide
+
+
+def test_the_attention_colour_bar_and_its_numbers_stay_inside_the_heatmaps_view(qtbot, make_window):
+    """The heatmap's one-line title was its least width: in this dock the bar's numbers fell off the view."""
+    _, panel = shown_at_small_screen(qtbot, make_window, "attention")
+    view, bar = panel.matrix_view, panel.colour_bar
+    numbers = bar.getAxis("right")
+    right_edge = numbers.mapRectToScene(numbers.boundingRect()).right()
+    assert view.mapFromScene(right_edge, 0).x() <= view.viewport().width()
+    assert view.ci.layout.minimumWidth() <= view.width()
