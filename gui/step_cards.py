@@ -27,7 +27,8 @@ FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
 MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
 CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
-PAGE_ROWS = 64                        # rows a step's figure shows (the dock: core.steps.MAX_TOKENS_SHOWN)
+PAGE_ROWS = 24                        # rows a step's figure shows (the dock: core.steps.MAX_TOKENS_SHOWN); a
+# sentence for a slide fits (more rows cost export time and are not legible at slide width)
 
 
 def format_value(v: float) -> str:

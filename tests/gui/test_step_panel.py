@@ -190,13 +190,19 @@ def test_gaps_mark_skipped_rows_and_long_column_labels_wrap():
     assert two_lines("12 ␣because") == "12\n␣becau…"
 
 
-@pytest.mark.parametrize("text", ["The cat sat on the mat. The dog sat.",   # 19 tokens: every key fits the page
-                                  "The cat sat on the mat because the cat was tired, and the dog sat."])   # 32
-def test_a_step_figure_shows_every_row_and_says_which_keys_it_leaves_out(panel, bundle, text):
+def words_of_tokens(bundle, low: int, high: int) -> str:
+    """The longest run of the cat sentence's words that is low < n <= high tokens long."""
+    words = ("The cat sat on the mat because the cat was tired, and the dog sat on the log all day.").split()
+    texts = [" ".join(words[:k]) for k in range(1, len(words) + 1)]
+    return [t for t in texts if low < len(bundle.tokenizer.encode(t)) <= high][-1]
+
+
+@pytest.mark.parametrize("rows", [19, "PAGE_ROWS"])   # 19 tokens: every key fits the page
+def test_a_step_figure_shows_every_row_and_says_which_keys_it_leaves_out(panel, bundle, rows):
     from gui.figure_pages import on_page
     from gui.step_cards import PAGE_ROWS
 
-    trace = analyse(NumpyRunner(bundle), text)
+    trace = analyse(NumpyRunner(bundle), words_of_tokens(bundle, 12, PAGE_ROWS if rows == "PAGE_ROWS" else rows))
     n = trace.n_tokens
     assert 12 < n <= PAGE_ROWS
     panel.set_selection(Selection(layer=0, head=0, query=n - 1, key=3))
@@ -217,3 +223,23 @@ def test_a_step_figure_shows_every_row_and_says_which_keys_it_leaves_out(panel, 
             assert card.elided.isVisibleTo(card) and f"({index_ranges(left_out)} left out)" in card.elided.text()
             assert "queries" not in card.elided.text()   # every row is there
     assert card.model.rowCount() < n   # back in the dock: its window again
+
+
+def test_a_step_figure_past_its_rows_says_which_queries_it_leaves_out(panel, bundle):
+    from gui.figure_pages import on_page
+    from gui.step_cards import PAGE_ROWS
+
+    trace = analyse(NumpyRunner(bundle), words_of_tokens(bundle, PAGE_ROWS, 10 ** 6))
+    n = trace.n_tokens
+    assert n > PAGE_ROWS
+    panel.set_selection(Selection(layer=0, head=0, query=n - 1, key=3))
+    panel.set_trace(trace)
+    figure = next(f for f in panel.figures() if f.name == "step_10_softmax")
+    with on_page(figure):
+        card = figure.widget
+        model = card.model
+        shown_rows = {model.source_index(model.index(r, 0))[0] for r in range(model.rowCount())} - {None}
+        assert len(shown_rows) == PAGE_ROWS and {0, n - 1} <= shown_rows   # the first query and the selected one
+        left_out = sorted(set(range(n)) - shown_rows)
+        assert card.elided.isVisibleTo(card) and "queries" in card.elided.text()
+        assert f"({index_ranges(left_out)} left out)" in card.elided.text()
