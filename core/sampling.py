@@ -46,10 +46,12 @@ def _nucleus_size(sorted_probs: np.ndarray, top_p: float) -> int:
     return min(len(running), int(np.searchsorted(running, top_p)) + 1)
 
 
-def candidate_distribution(logits: np.ndarray, s: SamplingSettings) -> np.ndarray:  # [V] -> [V]
-    """The probabilities sampling draws from: zero for every token the settings rule out, renormalised."""
+def candidate_distribution(logits: np.ndarray, s: SamplingSettings,
+                           order: np.ndarray | None = None) -> np.ndarray:  # [V] -> [V]
+    """The probabilities sampling draws from: zero for every token the settings rule out, renormalised.
+    order: ranked(logits), where the caller has it (sorting the vocabulary is the costly part)."""
     probs = softmax(logits, s.temperature)
-    order = ranked(logits)
+    order = ranked(logits) if order is None else order
     if s.greedy:
         kept = order[:1]
     else:
@@ -90,8 +92,9 @@ def candidates_csv(candidates: Candidates | None, vocab_label: Callable[[int], s
 def top_candidates(logits: np.ndarray, s: SamplingSettings, n: int) -> Candidates:  # [V] -> n rows
     """The n most likely tokens (temperature never changes their order)."""
     probability = softmax(logits)
-    ids = ranked(logits)[: max(0, n)]
-    after = candidate_distribution(logits, s)
+    order = ranked(logits)
+    ids = order[: max(0, n)]
+    after = candidate_distribution(logits, s, order)
     return Candidates(ids.astype(np.int64), probability[ids], after[ids])
 
 

@@ -23,6 +23,7 @@ WORD_GAP = 14.0    # before a chip that starts a new word (pre-token)
 PAD_X, PAD_Y = 6.0, 3.0
 MARK_COLOUR = QColor(230, 120, 20)     # the selected chip's outline
 HOVER_COLOUR = QColor(40, 90, 180)
+OUTLINE_ROOM = 2.0   # pixels beyond a chip's rect its thickest outline (the mark's) can reach
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class ChipFlow(QWidget):
         self._sizes: list[tuple[float, float]] = []   # each chip's width and height
         self._big_width, self._small_width = TextWidths(self._big), TextWidths(self._small)
         self._rects: list[QRectF] = []
+        self._boxes: list[QRectF | None] = []                   # each chip's outline, half a pixel inside its rect
+        self._anchors: list[tuple[QPointF, ...] | None] = []    # where each of a chip's lines starts (its baseline)
+        self._pens: dict[int, QPen] = {}                    # a plain chip's outline, by its fill's rgba
         self._laid_out_width = -1
         self._marked = -1
         self._hovered = -1
@@ -71,8 +75,8 @@ class ChipFlow(QWidget):
 
     def set_marked(self, index: int) -> None:
         if index != self._marked:
+            self._update_chips(self._marked, index)
             self._marked = index
-            self.update()
 
     def chip_count(self) -> int:
         return len(self._chips)
@@ -108,11 +112,45 @@ class ChipFlow(QWidget):
     def _relayout(self) -> None:
         width = max(self.width(), 200)
         self._rects, height = self._flow(width)
+        self._forget_drawing()
         self._laid_out_width = self.width()
         if not self._chips:
             height = self._big_metrics.height() + 2 * MARGIN
         # Exactly as tall as the chips need: a figure of it has no empty band below.
         self.setFixedHeight(int(height + 0.5))
+
+    def _update_chips(self, *indices: int) -> None:
+        """Repaint only these chips (a new outline; the other chips are unchanged), with room for the
+        thickest outline, which straddles the chip's edge."""
+        self._ensure_layout()
+        for index in indices:
+            if 0 <= index < len(self._rects):
+                self.update(self._rects[index].adjusted(-OUTLINE_ROOM, -OUTLINE_ROOM, OUTLINE_ROOM,
+                                                        OUTLINE_ROOM).toAlignedRect())
+
+    def _forget_drawing(self) -> None:
+        """Forget where the chips' outlines and lines were drawn: each is worked out at its chip's first paint
+        after a layout (only the chips in view), then kept for the repaints of hovering and selecting."""
+        self._boxes = [None] * len(self._rects)
+        self._anchors = [None] * len(self._rects)
+
+    def _box(self, index: int) -> QRectF:
+        box = self._boxes[index]
+        if box is None:
+            box = self._boxes[index] = self._rects[index].adjusted(0.5, 0.5, -0.5, -0.5)
+        return box
+
+    def _line_anchors(self, index: int) -> tuple[QPointF, ...]:
+        """Where each of the chip's lines starts: centred in the chip, on its baseline."""
+        anchors = self._anchors[index]
+        if anchors is None:
+            rect, widths, small = self._rects[index], self._line_widths[index], self._small_metrics
+            x, top = rect.x(), rect.y() + PAD_Y
+            anchors = self._anchors[index] = (
+                QPointF(x + (rect.width() - widths[0]) / 2, top + self._big_metrics.ascent()),
+                *(QPointF(x + (rect.width() - width) / 2, top + self._big_height + row * small.height() + small.ascent())
+                  for row, width in enumerate(widths[1:])))
+        return anchors
 
     def _ensure_layout(self) -> None:
         if self._laid_out_width != self.width():
@@ -138,8 +176,8 @@ class ChipFlow(QWidget):
             painter.drawText(self.rect().adjusted(int(MARGIN), int(MARGIN), 0, 0),
                              Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop, self._placeholder)
             return
-        visible = QRectF(event.rect())
-        shown = [i for i, rect in enumerate(self._rects) if rect.intersects(visible)]
+        region = event.region()   # a changed outline repaints two chips, not the rows between them
+        shown = [i for i, rect in enumerate(self._rects) if region.intersects(rect.toAlignedRect())]
         for index in shown:   # boxes first, then text by font: fewer painter state changes
             self._draw_box(painter, index)
         self._draw_lines(painter, shown, big=True)
@@ -152,25 +190,31 @@ class ChipFlow(QWidget):
         elif index == self._hovered:
             pen = QPen(HOVER_COLOUR, 1.5)
         else:
-            pen = QPen(fill.darker(135), 1.0)
+            pen = self._plain_pen(fill)
         painter.setPen(pen)
         painter.setBrush(fill)
-        painter.drawRoundedRect(self._rects[index].adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
+        painter.drawRoundedRect(self._box(index), 4, 4)
+
+    def _plain_pen(self, fill: QColor) -> QPen:
+        pen = self._pens.get(fill.rgba())
+        if pen is None:
+            pen = self._pens[fill.rgba()] = QPen(fill.darker(135), 1.0)
+        return pen
 
     def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
-        """Each chip's first line (big) or its other lines (small), centred, at precomputed positions."""
+        """Each chip's first line (big) or its other lines (small), centred."""
         painter.setFont(self._big if big else self._small)
         painter.setPen(QColor(20, 20, 20) if big else QColor(90, 90, 90))
-        big_h, small = self._big_metrics.height(), self._small_metrics
         for index in shown:
-            rect, lines, widths = self._rects[index], self._chips[index].lines, self._line_widths[index]
-            if big:
-                baseline = rect.y() + PAD_Y + self._big_metrics.ascent()
-                painter.drawText(QPointF(rect.x() + (rect.width() - widths[0]) / 2, baseline), lines[0])
-                continue
-            for row, (text, width) in enumerate(zip(lines[1:], widths[1:])):
-                baseline = rect.y() + PAD_Y + big_h + row * small.height() + small.ascent()
-                painter.drawText(QPointF(rect.x() + (rect.width() - width) / 2, baseline), text)
+            self._draw_chip_lines(painter, index, big)
+
+    def _draw_chip_lines(self, painter: QPainter, index: int, big: bool) -> None:
+        lines, anchors = self._chips[index].lines, self._line_anchors(index)
+        if big:
+            painter.drawText(anchors[0], lines[0])
+            return
+        for anchor, text in zip(anchors[1:], lines[1:]):
+            painter.drawText(anchor, text)
 
     # ------------------------------------------------------------ mouse
     def index_at(self, x: float, y: float) -> int:
@@ -183,14 +227,14 @@ class ChipFlow(QWidget):
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         index = self.index_at(event.position().x(), event.position().y())
         if index != self._hovered:
+            self._update_chips(self._hovered, index)
             self._hovered = index
-            self.update()
             self.sigHovered.emit(index)
 
     def leaveEvent(self, event) -> None:  # noqa: N802
         if self._hovered != -1:
+            self._update_chips(self._hovered)
             self._hovered = -1
-            self.update()
             self.sigHovered.emit(-1)
 
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QFontMetricsF, QLinearGradient, QPainter
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui import plotting
-from gui.chip_flow import PAD_Y, Chip, ChipFlow
+from gui.chip_flow import Chip, ChipFlow
 from gui.fonts import ui_font
 
 DARK_TEXT, LIGHT_TEXT = QColor(20, 20, 20), QColor(250, 250, 250)
@@ -50,17 +50,9 @@ class TokenStrip(ChipFlow):
     def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
         """As ChipFlow draws them, each in the colour its fill needs."""
         painter.setFont(self._big if big else self._small)
-        big_h, small = self._big_metrics.height(), self._small_metrics
         for index in shown:
-            rect, lines, widths = self._rects[index], self._chips[index].lines, self._line_widths[index]
             painter.setPen(readable_on(self._chips[index].fill))
-            if big:
-                baseline = rect.y() + PAD_Y + self._big_metrics.ascent()
-                painter.drawText(QPointF(rect.x() + (rect.width() - widths[0]) / 2, baseline), lines[0])
-                continue
-            for row, (text, width) in enumerate(zip(lines[1:], widths[1:])):
-                baseline = rect.y() + PAD_Y + big_h + row * small.height() + small.ascent()
-                painter.drawText(QPointF(rect.x() + (rect.width() - width) / 2, baseline), text)
+            self._draw_chip_lines(painter, index, big)
 
 
 class ColourScale(QWidget):

@@ -28,6 +28,7 @@ from gui.steady_label import SteadyLabel
 from gui.text_fit import elide
 
 DEFAULT_BARS = 10
+HEADER_LEAST_WIDTH = 360   # px; the page is wider still (its controls), so no layout ever gives it less
 LABEL_COLUMNS = 16                     # longer pieces are elided on the axis (whole in tooltip and CSV)
 
 
@@ -87,6 +88,9 @@ class NextTokenPanel(Panel):
         palette.setColor(self.figure_box.foregroundRole(), ink("black", "#e6e6e6"))
         self.figure_box.setPalette(palette)
         self.header.setFont(ui_font(bold=True))
+        # A wrapped label's least width is its longest word, here the token in quotes: a new one would change
+        # the page's least size and lay the whole window out again (the dock, every panel) for nothing.
+        self.header.setMinimumWidth(HEADER_LEAST_WIDTH)
         self.header.setWordWrap(True)
         self.settings_line.setWordWrap(True)
         self.legend.setWordWrap(True)

@@ -41,6 +41,13 @@ def paper(widget: QWidget) -> QWidget:
     return widget
 
 
+def opaque(widget: QWidget) -> QWidget:
+    """widget paints its own background (the window's colour, as before): a label, slider or scroll bar
+    that changes inside it repaints from here down, not the main window, dock and panel beneath it."""
+    widget.setAutoFillBackground(True)
+    return widget
+
+
 def scrolled(widget: QWidget) -> QScrollArea:
     """widget at the top of a paper-coloured, vertically scrolling area (it keeps its own height)."""
     holder = paper(QWidget())
@@ -159,7 +166,7 @@ class TokensPanel(Panel):
         self.chips.setObjectName("tokens_chips")
         self.chips.sigHovered.connect(self._on_chip_hovered)
         self.chips.sigClicked.connect(lambda index: self.sigSelect.emit({"query": index, "key": None}))
-        chips_box = QWidget()
+        chips_box = opaque(QWidget())
         chips_layout = QVBoxLayout(chips_box)
         chips_layout.setContentsMargins(0, 0, 0, 0)
         chips_layout.addWidget(self.summary)
@@ -236,7 +243,7 @@ class TokensPanel(Panel):
         body.setStretchFactor(0, 3)
         body.setStretchFactor(1, 1)
 
-        replay = QWidget()
+        replay = opaque(QWidget())
         layout = QVBoxLayout(replay)
         layout.setContentsMargins(0, 4, 0, 0)
         layout.addLayout(controls)

@@ -309,3 +309,31 @@ def test_a_short_dock_scrolls_instead_of_dropping_rank_labels(panel, bundle, eng
         low, high = plot.vb.viewRange()[1]
         ((_, values),) = plot.getAxis("left").tickValues(low, high, plot.vb.height())
         assert len(values) == rows, type(view).__name__
+
+
+def test_a_new_last_token_in_the_header_does_not_lay_the_page_out_again(panel, bundle, qtbot):
+    """The header's longest word is the token in quotes; were it the header's least width, a sentence
+    ending in a longer or shorter token would change the page's least size and relayout the window."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class LayoutRequests(QObject):
+        count = 0
+
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+            if event.type() == QEvent.Type.LayoutRequest:
+                self.count += 1
+            return False
+
+    runner = NumpyRunner(bundle)
+    texts = ["The cat sat on the mat and looked at the", "我想查询一下我的订单状态", "cat", "订单"]
+    traces = [analyse(runner, text) for text in texts]
+    assert len({trace.label(trace.n_tokens - 1) for trace in traces}) == len(texts)
+    panel.set_trace(traces[0])
+    qtbot.wait(50)
+    requests = LayoutRequests()
+    panel.figure_box.installEventFilter(requests)
+    for trace in traces[1:] + traces[:1]:
+        panel.set_trace(trace)
+        assert panel.header.text().startswith(f"Next token after “{trace.label(trace.n_tokens - 1)}”")
+        qtbot.wait(20)
+    assert requests.count == 0

@@ -117,3 +117,30 @@ def test_a_new_sentence_shows_its_last_merge_step_unless_the_step_is_pinned(pane
     panel.pin_button.setChecked(True)
     panel.set_trace(analyse(runner, "one two three"))
     assert panel.slider.value() == 3
+
+
+def test_a_new_sentence_repaints_the_chips_and_replay_but_not_the_panel_beneath_them(panel, bundle, qtbot):
+    """The summary, slider and scroll bars do not paint their own background: each half of the panel
+    does, so a new sentence repaints from there down, not the panel (or the dock and window under it)."""
+    from PySide6.QtCore import QEvent, QObject
+
+    class Paints(QObject):
+        def __init__(self) -> None:
+            super().__init__()
+            self.widgets: list[str] = []
+
+        def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+            if event.type() == QEvent.Type.Paint:
+                self.widgets.append("panel" if watched is panel else "chips" if watched is panel.chips else "slider")
+            return False
+
+    runner = NumpyRunner(bundle)
+    panel.set_trace(analyse(runner, "the cat sat on the mat"))
+    qtbot.wait(50)
+    paints = Paints()
+    for widget in (panel, panel.chips, panel.slider):
+        widget.installEventFilter(paints)
+    panel.set_trace(analyse(runner, "订单成交，订单取消，the dog ran off"))
+    qtbot.waitUntil(lambda: {"chips", "slider"} <= set(paints.widgets))
+    qtbot.wait(50)
+    assert "panel" not in paints.widgets

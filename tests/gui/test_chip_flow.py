@@ -1,0 +1,82 @@
+"""ChipFlow keeps where it drew its chips between paints and repaints only the chips whose outline changed:
+what is on screen must stay what a full paint of the same state draws."""
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject, QPoint
+from PySide6.QtGui import QColor, QImage, QRegion
+from PySide6.QtWidgets import QApplication
+
+from gui.chip_flow import Chip, ChipFlow
+from tests.gui.qt_helpers import hover
+
+BLUE, ORANGE = QColor(222, 233, 247), QColor(252, 232, 200)
+
+
+def chips(words: list[str], fill: QColor = BLUE) -> list[Chip]:
+    return [Chip((word, f"id {i}", f"bytes {i}–{i + 1}"), fill, i % 3 == 0) for i, word in enumerate(words)]
+
+
+class PaintRegions(QObject):
+    """The region of every paint event the watched widget gets."""
+
+    def __init__(self, widget) -> None:
+        super().__init__()
+        self.regions: list[QRegion] = []
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched, event):  # noqa: N802 (Qt's name)
+        if event.type() == QEvent.Type.Paint:
+            self.regions.append(QRegion(event.region()))
+        return False
+
+
+def on_screen(widget) -> QImage:
+    """What the window shows now (its backing store), not a fresh render of the widget."""
+    QApplication.processEvents()
+    return widget.screen().grabWindow(widget.winId()).toImage().convertToFormat(QImage.Format.Format_RGB32)
+
+
+def full_paint(widget) -> QImage:
+    return widget.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
+
+
+def test_marking_a_chip_repaints_it_and_the_one_unmarked_not_the_rows_between(show, qtbot):
+    flow = show(ChipFlow(), 420, 300)
+    flow.set_chips(chips([f"word{i}" for i in range(40)]))
+    flow.set_marked(0)
+    QApplication.processEvents()
+    paints = PaintRegions(flow)
+    flow.set_marked(39)
+    qtbot.waitUntil(lambda: bool(paints.regions))
+    repainted = paints.regions[0]
+    for index in (0, 39):
+        assert repainted.contains(flow.chip_rect(index).toAlignedRect().adjusted(1, 1, -1, -1))
+    assert not repainted.intersects(flow.chip_rect(20).toAlignedRect())   # a chip in a row between them
+    assert on_screen(flow) == full_paint(flow)
+
+
+def test_hovering_across_chips_leaves_the_screen_as_a_full_paint_draws_it(show, qtbot):
+    flow = show(ChipFlow(), 420, 300)
+    flow.set_chips(chips([f"w{i}" for i in range(30)]))
+    flow.set_marked(4)
+    for index in (2, 3, 4, 17):
+        hover(flow, flow.chip_rect(index).center().toPoint())
+        assert on_screen(flow) == full_paint(flow)
+    hover(flow, QPoint(2, flow.height() - 2))   # off every chip: the last hover outline goes
+    assert on_screen(flow) == full_paint(flow)
+
+
+def test_new_chips_and_a_new_width_draw_as_a_fresh_flow_does(show):
+    """Outlines, text positions and outline pens are kept between paints: a new layout must forget them."""
+    flow = show(ChipFlow(), 420, 300)
+    flow.set_chips(chips([f"first{i}" for i in range(25)]))
+    flow.set_marked(2)
+    full_paint(flow)   # draws (and keeps) the first layout
+    flow.resize(300, flow.height())
+    flow.set_chips(chips(["订单", "成交", "‹e5 9b›", "another", "one"] * 4, ORANGE))
+    fresh = show(ChipFlow(), 300, 300)
+    fresh.set_chips(chips(["订单", "成交", "‹e5 9b›", "another", "one"] * 4, ORANGE))
+    fresh.set_marked(2)
+    assert flow.size() == fresh.size()
+    assert full_paint(flow) == full_paint(fresh)
+    assert on_screen(flow) == full_paint(fresh)
