@@ -25,6 +25,8 @@ class SteadyLabel(QWidget):
         return self.label.text()
 
     def setText(self, text: str) -> None:  # noqa: N802 (QLabel's name)
+        if text == self.label.text():
+            return   # measuring a wrapped rich text again costs ~0.3 ms for nothing
         self.label.setText(text)
         self._pass_on_if_resized()   # now: what is laid out next (an export) sees the new size at once
 

@@ -80,3 +80,16 @@ def test_status_texts_that_keep_their_sizes_do_not_lay_the_window_out(qtbot, mak
     window.busy_label.setText("")
     qtbot.wait(50)
     assert requests.count == 0 and label.text() == same_width
+
+
+def test_the_same_text_again_is_not_set_on_the_label(qtbot, monkeypatch):
+    """Setting it would make Qt measure the (wrapped, rich) text again for nothing."""
+    label = SteadyLabel("<b>28 tokens</b> · 74 bytes")
+    label.setWordWrap(True)
+    qtbot.addWidget(label)
+    measured = []
+    monkeypatch.setattr(label.label, "setText", lambda text: measured.append(text))
+    label.setText("<b>28 tokens</b> · 74 bytes")
+    assert measured == []
+    label.setText("<b>29 tokens</b> · 75 bytes")
+    assert measured == ["<b>29 tokens</b> · 75 bytes"]
