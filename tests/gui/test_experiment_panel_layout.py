@@ -88,7 +88,7 @@ def test_the_sweeps_are_legible_in_a_small_dock(patching, qtbot):
 def test_occlusion_colours_sit_behind_each_tokens_own_text(show, runner, clean, qtbot):
     panel = show(OcclusionPanel(), 1000, 600)
     panel.set_trace(clean)
-    result = occlude(runner, clean.input_ids)
+    result = occlude(runner, clean.input_ids, labels=clean.labels())
     panel.show_result(result)
     qtbot.wait(50)
     strip = panel.delta_strip
@@ -117,7 +117,7 @@ def test_occlusion_table_shows_every_column_beside_or_under_the_strips(show, run
 
     panel = show(OcclusionPanel(), width, 346)
     panel.set_trace(clean)
-    panel.show_result(occlude(runner, clean.input_ids))
+    panel.show_result(occlude(runner, clean.input_ids, labels=clean.labels()))
     qtbot.wait(50)
     table = panel.table
     assert table.horizontalHeader().length() <= table.viewport().width(), "columns cut off at the table's edge"
