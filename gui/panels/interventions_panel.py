@@ -34,6 +34,7 @@ MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's 
 class InterventionsPanel(Panel):
     title = "Interventions"
     object_name = "interventions"
+    figure_names = {"interventions_switches": ""}
     fields = ()   # the run's interventions and the config: no array of the trace
     empty_text = "Type a sentence: heads and experts switched off here apply to every run."
 

@@ -37,6 +37,7 @@ TABLE_ROWS_UNDER = 12  # rows the table shows at once under the strips (the page
 class OcclusionPanel(Panel):
     title = "Occlusion"
     object_name = "occlusion"
+    figure_names = {"occlusion_strip": ""}
     empty_text = "Type a sentence: occlusion shows which earlier tokens the selected prediction depends on."
 
     def __init__(self, parent: QWidget | None = None) -> None:

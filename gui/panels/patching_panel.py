@@ -75,6 +75,9 @@ class SweepViews(QScrollArea):
 class PatchingPanel(Panel):
     title = "Patching"
     object_name = "patching"
+    figure_names = dict.fromkeys(("patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"),
+                                 "in the app, after a sweep (sentence B and Run in the Patching panel; headless, "
+                                 "`python main.py patch` writes its numbers)")
     fields = ()   # its numbers come from its own runs; of the trace only the ids
     empty_text = "Type sentence A in the sentence bar, then B here, to patch activations from A into B."
 
@@ -216,12 +219,6 @@ class PatchingPanel(Panel):
         return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.result.sweep_csv(kind),
                        page_size=lambda kind=kind: self.sweep_page(kind))
                 for kind in kinds]
-
-    def why_no_figures(self) -> str:
-        if self.result is None and not self.showing_empty_state():
-            return ("No patching sweep has run: give sentence B and press Run in the Patching panel "
-                    "(headless, `python main.py patch` writes its numbers).")
-        return super().why_no_figures()
 
     def sweep_page(self, kind: str) -> QSize:
         """A sweep's page: its matrix's cells (none before a sweep ran: the view's least size), axes, title, bar."""
