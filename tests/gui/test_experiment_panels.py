@@ -58,6 +58,7 @@ def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot,
     window.controller.flush()
     qtbot.waitUntil(lambda: window.controller.trace.text == A, timeout=20000)
     assert not window.controller.trace.interventions.describe()
+    window.flush_redraws()   # the panels draw the new run at their next frame: draw it now
     assert not attention.intervention_banner.isVisibleTo(attention)
 
 
