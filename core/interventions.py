@@ -261,5 +261,5 @@ class Switches:
         return csv_text(rows + [["ablate_mode", "", "", self.ablate_mode]])
 
 
-__all__ = ["Interventions", "Switches", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off", "experts_off_mask",
-           "parse_sites"]
+__all__ = ["Interventions", "Switches", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off",
+           "experts_off_mask", "parse_sites"]

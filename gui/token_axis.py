@@ -24,7 +24,8 @@ LABEL_GAP = 6          # pixels between two level labels on a bottom axis
 
 
 class TokenAxis(FastAxis):
-    def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5, turn_labels: bool = True) -> None:
+    def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5,
+                 turn_labels: bool = True) -> None:
         """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars).
         turn_labels: a bottom axis turns labels that do not fit side by side (False: thins them instead)."""
         super().__init__(orientation)

@@ -138,7 +138,7 @@ class PatchingPanel(Panel):
         # The stage and layer.head rows are named in the title: an axis title would sit on their labels.
         y_title = {"resid": "", "heads_pos": ""}.get(kind, "layer")
         plot = Heatmap(x_title, y_title)
-        plot.getAxis("bottom").turn_labels = False   # B's tokens level, every n-th in a narrow dock: turned, 取 reads sideways
+        plot.getAxis("bottom").turn_labels = False   # B's tokens level, thinned when narrow: turned, 取 lies on its side
         view.addItem(plot, row=1, col=0)
         view.addItem(scale_bar(METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A"), row=1, col=1)
         plot.sigCellClicked.connect(lambda r, c, kind=kind: self.show_cell(kind, r, c))
