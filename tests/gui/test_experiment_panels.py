@@ -100,7 +100,7 @@ def test_switching_heads_off_changes_the_next_token_bars_and_the_banner(qtbot, w
     switches = front(qtbot, window, "interventions")
     switches.clear_button.click()
     qtbot.waitUntil(lambda: not window.controller.trace.interventions.describe(), timeout=20000)
-    window.flush_redraws()   # the panels draw the new run at their next frame: draw it now
+    window.flush_redraws()   # the panels draw the new trace at the next frame, which a loaded machine may not have reached
     assert not switches.intervention_banner.isVisibleTo(switches)
 
 
