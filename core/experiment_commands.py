@@ -5,7 +5,7 @@ File contracts (arrays float32 unless said):
   patch    patch.npz: metric_clean, metric_corrupt, resid [S, T], heads [L, H], heads_pos [L, H, T],
            experts [L, E], answer_id, wrong_id, input_ids_clean, input_ids_corrupt; and patch.csv
   occlude  occlusion.npz: delta_logprob [T], rollout [T], baseline (-1: removed), position, target_id,
-           logprob, input_ids; and occlusion.csv
+           logprob, input_ids; and occlusion.csv (a row per token, delta_logprob blank where not run)
 Heavy imports wait until a command runs, so building the parser stays cheap.
 """
 from __future__ import annotations
@@ -61,28 +61,6 @@ def add_experiment_commands(sub) -> None:
     occ.set_defaults(func=cmd_occlude)
 
 
-def parse_token(tokenizer, text: str, flag: str) -> int:
-    """One token id from "#ID" or a text that is exactly one token; ValueError otherwise."""
-    if text.startswith("#") and text[1:].isdigit():
-        token = int(text[1:])
-        if token >= tokenizer.vocab_size:
-            raise ValueError(f"{flag} {text}: ids run from 0 to {tokenizer.vocab_size - 1}")
-        return token
-    ids = tokenizer.encode(text, add_special=False)  # the word itself, not the template's BOS before it
-    if len(ids) != 1:
-        pieces = " ".join(tokenizer.display_piece(tokenizer.id_to_piece(i)) for i in ids) or "nothing"
-        raise ValueError(f"{flag} {text!r} is {len(ids)} tokens ({pieces}), not one; "
-                         f"give a single token, or its id as #ID (0-{tokenizer.vocab_size - 1})")
-    return ids[0]
-
-
-def _tokens(tokenizer, text: str, flag: str):
-    tokenization = tokenizer.encode_traced(text)
-    if not tokenization.tokens:
-        raise ValueError(f"{flag}: the text is empty")
-    return np.array(tokenization.ids, np.int64), [token.display for token in tokenization.tokens]
-
-
 def _npz_bytes(arrays: dict) -> bytes:
     buffer = io.BytesIO()
     np.savez_compressed(buffer, **arrays)
@@ -91,23 +69,21 @@ def _npz_bytes(arrays: dict) -> bytes:
 
 def cmd_patch(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
-    from core.patching import patch_arrays, patch_csv_rows, prepare_pair, run_all_sweeps
-    from core.raw_export import csv_text, ensure_writable_folder, write_atomic
+    from core.experiment_runs import patch_typed, text_tokens
+    from core.patching import patch_arrays
+    from core.raw_export import check_export_folder, ensure_writable_folder, write_atomic
     from core.runners import make_runner
 
     runner = make_runner(load_bundle(args.model), args.backend)
     tokenizer = runner.bundle.tokenizer
-    clean_ids, clean_labels = _tokens(tokenizer, args.clean, "--clean")
-    corrupt_ids, corrupt_labels = _tokens(tokenizer, args.corrupt, "--corrupt")
-    answer = parse_token(tokenizer, args.answer, "--answer") if args.answer is not None else None
-    wrong = parse_token(tokenizer, args.wrong, "--wrong") if args.wrong is not None else None
-    pair = prepare_pair(runner, clean_ids, corrupt_ids, answer, wrong)
+    clean_ids, clean_labels = text_tokens(tokenizer, args.clean, "--clean")
+    check_export_folder(args.out)   # before the sweeps, the slow part
+    result = patch_typed(runner, clean_ids, clean_labels, args.corrupt, args.answer or "", args.wrong or "")
     folder = ensure_writable_folder(args.out)
-    result = run_all_sweeps(runner, pair)
-    rows = patch_csv_rows(result, clean_labels, corrupt_labels)
     for path in (write_atomic(folder / "patch.npz", _npz_bytes(patch_arrays(result))),
-                 write_atomic(folder / "patch.csv", csv_text(rows).encode("utf-8"))):
+                 write_atomic(folder / "patch.csv", result.csv().encode("utf-8"))):
         print(path)
+    pair = result.pair
     name = lambda i: tokenizer.display_piece(tokenizer.id_to_piece(i))  # noqa: E731
     print(f"answer {name(pair.answer_id)!r} (#{pair.answer_id}) vs wrong {name(pair.wrong_id)!r} (#{pair.wrong_id}): "
           f"metric clean {pair.metric_clean:.4f}, corrupt {pair.metric_corrupt:.4f}", file=sys.stderr)
@@ -116,20 +92,17 @@ def cmd_patch(args: argparse.Namespace) -> int:
 
 def cmd_occlude(args: argparse.Namespace) -> int:
     from core.bundle import load_bundle
-    from core.occlusion import REMOVE, occlude, occlusion_arrays
-    from core.raw_export import csv_text, ensure_writable_folder, write_atomic
+    from core.experiment_runs import occlude_typed, text_tokens
+    from core.occlusion import occlusion_arrays
+    from core.raw_export import ensure_writable_folder, write_atomic
     from core.runners import make_runner
 
     runner = make_runner(load_bundle(args.model), args.backend)
-    tokenizer = runner.bundle.tokenizer
-    ids, labels = _tokens(tokenizer, args.text, "--text")
-    baseline = parse_token(tokenizer, args.baseline, "--baseline") if args.baseline is not None else REMOVE
-    result = occlude(runner, ids, args.position, args.target, baseline)
+    ids, labels = text_tokens(runner.bundle.tokenizer, args.text, "--text")
+    target = f"#{args.target}" if args.target is not None else ""   # an id, typed as the panel's field takes one
+    result = occlude_typed(runner, ids, labels, args.position, target, args.baseline or "", ("--target", "--baseline"))
     folder = ensure_writable_folder(args.out)
-    rows = [["position", "token", "delta_logprob", "rollout"]]
-    rows += [[t, labels[t], repr(float(d)), repr(float(r))]
-             for t, (d, r) in enumerate(zip(result.delta_logprob, result.rollout))]
     for path in (write_atomic(folder / "occlusion.npz", _npz_bytes(occlusion_arrays(result))),
-                 write_atomic(folder / "occlusion.csv", csv_text(rows).encode("utf-8"))):
+                 write_atomic(folder / "occlusion.csv", result.csv().encode("utf-8"))):
         print(path)
     return 0

@@ -22,6 +22,9 @@ S = 1 + 2L residual stages (see `stage_names`):
 A patch replaces the run's own value where its mask is True (`x * (1 - m) + m * v`), so a run
 patched nowhere is exactly the unpatched run. Absent fields mean "no intervention";
 `filled(config, T)` gives the validated form with every array present.
+
+`Switches` is the on/off view of the ablations a user edits (heads and experts, the ablate mode):
+what the Interventions panel draws and exports, and the run it asks for.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from typing import Mapping
 import numpy as np
 
 from core.config import ModelConfig
+from core.raw_export import csv_text
 
 ABLATE_MODES = ("zero", "mean")
 PATCHES = (("resid_patch", "resid_patch_mask"), ("head_patch", "head_patch_mask"),
@@ -215,5 +219,47 @@ def parse_sites(text: str, what: str, num_layers: int, per_layer: int) -> list[t
     return sites
 
 
-__all__ = ["Interventions", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off", "experts_off_mask",
-           "parse_sites"]
+# ---------------------------------------------------------------- the on/off switches a user edits
+
+@dataclass(frozen=True, eq=False)
+class Switches:
+    """Every head and expert on or off, and what an ablated head outputs: what the Interventions panel
+    edits, draws (a layer × (heads, then experts) matrix) and exports. A head is on when its mask is 1."""
+    heads_on: np.ndarray     # [L, H] bool
+    experts_on: np.ndarray   # [L, E] bool
+    ablate_mode: str = "zero"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "heads_on", _frozen(self.heads_on, np.bool_))
+        object.__setattr__(self, "experts_on", _frozen(self.experts_on, np.bool_))
+        if self.ablate_mode not in ABLATE_MODES:
+            raise ValueError(f"ablate mode must be zero or mean, got {self.ablate_mode!r}")
+
+    @classmethod
+    def in_force(cls, interventions: Interventions | None, config: ModelConfig) -> "Switches":
+        """The switches of a run's interventions (None: everything on)."""
+        L, H, E = config.num_hidden_layers, config.num_attention_heads, config.num_local_experts
+        given = interventions or Interventions()
+        heads_on = np.ones((L, H), bool) if given.head_mask is None else given.head_mask == 1
+        experts_on = np.ones((L, E), bool) if given.experts_off is None else ~given.experts_off
+        return cls(heads_on, experts_on, given.ablate_mode)
+
+    def interventions(self) -> Interventions:
+        """The run these switches ask for."""
+        return Interventions(head_mask=self.heads_on.astype(np.float32), ablate_mode=self.ablate_mode,
+                             experts_off=~self.experts_on)
+
+    def matrix(self) -> np.ndarray:  # -> [L, H + E] bool
+        """One row per layer: its heads, then its experts; True where on."""
+        return np.concatenate([self.heads_on, self.experts_on], axis=1)
+
+    def csv(self) -> str:
+        """kind, layer, index, on: a row per head and per expert, then the ablate mode."""
+        rows = [["kind", "layer", "index", "on"]]
+        rows += [["head", l, h, int(on)] for (l, h), on in np.ndenumerate(self.heads_on)]
+        rows += [["expert", l, e, int(on)] for (l, e), on in np.ndenumerate(self.experts_on)]
+        return csv_text(rows + [["ablate_mode", "", "", self.ablate_mode]])
+
+
+__all__ = ["Interventions", "Switches", "ABLATE_MODES", "stage_names", "residual_stages", "head_mask_off",
+           "experts_off_mask", "parse_sites"]

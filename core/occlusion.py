@@ -14,14 +14,17 @@ W_O, the MLP/experts and the norms, which is why it can disagree with occlusion.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
+from core.raw_export import csv_text
 from core.runners import Runner
 from core.trace import Trace
 from core.trace_fields import logits_from
 
 REMOVE = -1  # baseline_id meaning "take the token out" rather than "put another token in its place"
+TABLE_HEADER = ("position", "token", "delta_logprob", "rollout")
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,21 @@ class Occlusion:
     logprob: float             # log p(target) at P on the whole text
     delta_logprob: np.ndarray  # [T] log p(target) occluded - logprob; NaN after P (or where nothing is left to run)
     rollout: np.ndarray        # [T] row P of the attention rollout
+    labels: tuple[str, ...] = ()   # each token's text, for the table ("#id" where not given)
+
+    def token_labels(self) -> list[str]:
+        return [self.labels[t] if t < len(self.labels) else f"#{int(i)}" for t, i in enumerate(self.input_ids)]
+
+    def rows(self) -> list[list]:
+        """The table: a header, then position, token, delta_logprob (NaN: not run), rollout — a row per token."""
+        return [list(TABLE_HEADER)] + [[t, label, float(self.delta_logprob[t]), float(self.rollout[t])]
+                                       for t, label in enumerate(self.token_labels())]
+
+    def csv(self) -> str:
+        """occlusion.csv: rows() at full precision, a token not run left blank."""
+        header, *body = self.rows()
+        return csv_text([header] + [[t, label, "" if np.isnan(delta) else repr(delta), repr(rollout)]
+                                    for t, label, delta, rollout in body])
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:  # [V] -> [V]
@@ -84,8 +102,9 @@ def occluded_ids(ids: np.ndarray, j: int, baseline_id: int) -> np.ndarray:  # [P
 
 
 def occlude(runner: Runner, ids, position: int | None = None, target: int | None = None,
-            baseline_id: int = REMOVE) -> Occlusion:
-    """Occlusion and rollout for the prediction at `position` of `target` (defaults: last token, top prediction)."""
+            baseline_id: int = REMOVE, labels: Sequence[str] = ()) -> Occlusion:
+    """Occlusion and rollout for the prediction at `position` of `target` (defaults: last token, top prediction);
+    labels: the tokens' texts, for the table."""
     ids = np.asarray(ids, np.int64)
     position = check_position(ids.shape[0], position)
     trace = runner.run(ids, fields=occlusion_fields(position))
@@ -101,7 +120,7 @@ def occlude(runner: Runner, ids, position: int | None = None, target: int | None
         if changed.size:  # removing the only token leaves nothing to run
             delta[j] = log_softmax(runner.run_logits(changed)[-1])[target] - logprob
     rollout = attention_rollout([layer.attn for layer in trace.layers])[position]
-    return Occlusion(ids, position, target, int(baseline_id), logprob, delta, rollout)
+    return Occlusion(ids, position, target, int(baseline_id), logprob, delta, rollout, tuple(labels))
 
 
 def occlusion_arrays(result: Occlusion) -> dict[str, np.ndarray]:

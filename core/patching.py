@@ -28,12 +28,14 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
 from core.interventions import Interventions, residual_stages, stage_names
+from core.logit_lens import stage_label
 from core.model import expert_terms
+from core.raw_export import csv_text, matrix_csv_text
 from core.runners import Runner
 from core.trace import Trace
 
@@ -57,11 +59,14 @@ class PatchPair:
 
 @dataclass(frozen=True)
 class PairWording:
-    """How prepare_pair's messages name the two texts and how to choose other tokens: the CLI's flags by
-    default; a panel passes its own field names."""
+    """How the messages name the two texts, the typed tokens and how to choose other tokens: the CLI's
+    flags by default; a panel passes its own field names."""
     clean: str = "the clean text"
     corrupt: str = "the corrupt text"
     other_tokens: str = "give a different --answer or --wrong"
+    corrupt_input: str = "--corrupt"
+    answer_input: str = "--answer"
+    wrong_input: str = "--wrong"
 
 
 def logit_difference(logits: np.ndarray, answer_id: int, wrong_id: int) -> float:  # [T, V] -> scalar
@@ -195,10 +200,57 @@ class PatchResult:
     heads: np.ndarray      # [L, H]
     heads_pos: np.ndarray  # [L, H, T]
     experts: np.ndarray    # [L, E]
+    clean_labels: tuple[str, ...] = ()     # each token's text in A and in B, for the tables ("#id" where not given)
+    corrupt_labels: tuple[str, ...] = ()
 
     @property
     def stages(self) -> tuple[str, ...]:
         return stage_names(self.pair.clean.num_layers)
+
+    def token_labels(self) -> tuple[list[str], list[str]]:
+        """A's and B's token texts."""
+        return (_labels_or_ids(self.clean_labels, self.pair.clean.input_ids),
+                _labels_or_ids(self.corrupt_labels, self.pair.corrupt.input_ids))
+
+    def sweep_table(self, kind: str) -> tuple[np.ndarray, list[str], list[str]]:
+        """Sweep `kind` as a 2-D matrix with its row and column labels (heads_pos: a row per layer.head)."""
+        L, H = self.heads.shape
+        positions = [f"{t}:{label}" for t, label in enumerate(self.token_labels()[1])]
+        layers = [str(l) for l in range(L)]
+        if kind == "resid":
+            return self.resid, [stage_label(name) for name in self.stages], positions
+        if kind == "heads":
+            return self.heads, layers, [str(h) for h in range(H)]
+        if kind == "heads_pos":
+            return self.heads_pos.reshape(L * H, -1), [f"{l}.{h}" for l in range(L) for h in range(H)], positions
+        return self.experts, layers, [str(e) for e in range(self.experts.shape[1])]
+
+    def sweep_csv(self, kind: str) -> str:
+        """One sweep's matrix as a labelled table (the panel's figure's numbers)."""
+        return matrix_csv_text(*self.sweep_table(kind), corner="normalised_metric")
+
+    def csv(self) -> str:
+        """patch.csv: a row per sweep cell: which sweep, the site, the tokens at its position, the normalised metric."""
+        clean, corrupt = self.token_labels()
+        rows: list[list] = [["sweep", "stage", "layer", "head", "expert", "position", "token_clean", "token_corrupt",
+                             "normalised_metric"]]
+
+        def tokens(t):
+            return [t, clean[t], corrupt[t]] if t != "" else ["", "", ""]
+
+        for (s, t), v in np.ndenumerate(self.resid):
+            rows.append(["resid", self.stages[s], "", "", "", *tokens(t), repr(float(v))])
+        for (l, h), v in np.ndenumerate(self.heads):
+            rows.append(["heads", "", l, h, "", *tokens(""), repr(float(v))])
+        for (l, h, t), v in np.ndenumerate(self.heads_pos):
+            rows.append(["heads_pos", "", l, h, "", *tokens(t), repr(float(v))])
+        for (l, e), v in np.ndenumerate(self.experts):
+            rows.append(["experts", "", l, "", e, *tokens(""), repr(float(v))])
+        return csv_text(rows)
+
+
+def _labels_or_ids(labels: Sequence[str], ids: np.ndarray) -> list[str]:
+    return [labels[t] if t < len(labels) else f"#{int(i)}" for t, i in enumerate(ids)]
 
 
 def run_all_sweeps(runner: Runner, pair: PatchPair, progress: Progress | None = None) -> PatchResult:
@@ -219,25 +271,6 @@ def patch_arrays(result: PatchResult) -> dict[str, np.ndarray]:
                 resid=result.resid, heads=result.heads, heads_pos=result.heads_pos, experts=result.experts,
                 answer_id=np.int64(pair.answer_id), wrong_id=np.int64(pair.wrong_id),
                 input_ids_clean=pair.clean.input_ids, input_ids_corrupt=pair.corrupt.input_ids)
-
-
-def patch_csv_rows(result: PatchResult, clean_labels: list[str], corrupt_labels: list[str]) -> list[list]:
-    """One row per sweep cell: which sweep, the site, the tokens at its position, the normalised metric."""
-    rows: list[list] = [["sweep", "stage", "layer", "head", "expert", "position", "token_clean", "token_corrupt",
-                         "normalised_metric"]]
-
-    def tokens(t):
-        return [t, clean_labels[t], corrupt_labels[t]] if t != "" else ["", "", ""]
-
-    for (s, t), v in np.ndenumerate(result.resid):
-        rows.append(["resid", result.stages[s], "", "", "", *tokens(t), repr(float(v))])
-    for (l, h), v in np.ndenumerate(result.heads):
-        rows.append(["heads", "", l, h, "", *tokens(""), repr(float(v))])
-    for (l, h, t), v in np.ndenumerate(result.heads_pos):
-        rows.append(["heads_pos", "", l, h, "", *tokens(t), repr(float(v))])
-    for (l, e), v in np.ndenumerate(result.experts):
-        rows.append(["experts", "", l, "", e, *tokens(""), repr(float(v))])
-    return rows
 
 
 # ---------------------------------------------------------------- the bench

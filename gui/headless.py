@@ -3,7 +3,8 @@
 A FigureHost builds a panel only when one of its figures is first asked for (every panel for Export all),
 each in its own offscreen window of a fixed size (so figures look the same on every machine), and reuses
 it for every sentence: `--figures attention_head` builds, draws and paints the attention panel alone.
-FIGURE_NAMES says which panel offers which figure, so a misspelt name is refused before any panel is built.
+Each panel class declares the figures it offers (Panel.figure_names); `figure_table` reads them from the
+registered classes, so a misspelt name is refused before any panel is built or the model loaded.
 A panel's experiment (the occlusion sweep its draw asks for) runs on this thread, and only when one
 of its figures is asked for (or all are).
 gui.export renders the figures; every file of one run goes through one staged (all-or-nothing)
@@ -28,30 +29,6 @@ from typing import Callable, Sequence
 PANEL_SIZE = (1100, 760)   # logical pixels of each offscreen panel window
 THEMES = ("light", "dark")
 _FOLDER_WORDS = 40         # characters of the sentence kept in its batch folder name
-
-# Every figure a panel can offer, by the panel's object_name (which starts each name). A model or a trace
-# may offer fewer: a dense model has no router, patching draws only after a sweep, next_token_change and
-# moe_whatif only after a what-if; those are refused once their panel has drawn, with its reason.
-# tests/gui/test_export.py holds this table to what the panels' figures() return.
-FIGURE_NAMES = {
-    "tokens": ("tokens_chips", "tokens_merges"),
-    "attention": ("attention_grid", "attention_head", "attention_lines"),
-    "next_token": ("next_token_bars", "next_token_change"),
-    "positions": ("positions_sinusoidal", "positions_embed_plus_pe", "positions_rope_pairs",
-                  "positions_rope_angles", "positions_relative"),
-    "moe": ("moe_router_probs", "moe_expert_load", "moe_whatif"),
-    "step": ("step_by_step", "step_dot_product"),
-    "interventions": ("interventions_switches",),
-    "patching": ("patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"),
-    "occlusion": ("occlusion_strip",),
-    "head_roles": ("head_roles_table", "head_roles_evidence"),
-    "logit_lens": ("logit_lens_heatmap", "logit_lens_position"),
-    "attribution": ("attribution_bars",),
-    "parity": ("parity_fields", "parity_diff"),
-}
-STEP_FIGURE = re.compile(r"step_\d\d_\w+")   # the step panel's figure per step (core.steps.step_file_stem)
-STEP_FIGURES_HINT = "step_01_x, step_02_q, … (one per step)"
-
 
 def ensure_offscreen() -> None:
     """Headless export never opens windows on a desktop: use Qt's offscreen platform unless told otherwise."""
@@ -121,26 +98,42 @@ def _in_range(option: str, value: int | None, count: int, what: str) -> None:
         raise ValueError(f"{option} {value} is out of range: this run has {count} {what} (0-{count - 1})")
 
 
-def figure_owner(name: str) -> str | None:
-    """The object_name of the panel that offers figure `name` (FIGURE_NAMES), or None if none does."""
-    if STEP_FIGURE.fullmatch(name):
-        return "step"
-    return next((panel for panel, names in FIGURE_NAMES.items() if name in names), None)
+def figure_table(classes: Sequence[type] | None = None) -> dict[str, dict[str, str]]:
+    """object_name -> the figures that panel class declares (Panel.figure_names: name -> "" or when it is
+    drawn), in the order of `classes` (default: every registered panel, their modules imported now)."""
+    if classes is None:
+        from gui.panels.registry import panel_classes
+
+        classes = panel_classes()
+    return {cls.object_name: dict(cls.figure_names) for cls in classes}
 
 
-def figure_owners(names: Sequence[str] | None, panels: Sequence[str] = tuple(FIGURE_NAMES)) -> list[str]:
-    """The panels (object_names, in the order of `panels`) offering the figures named (None: every panel);
-    ValueError naming the choices if a name is offered by none of `panels`."""
+def _name_pattern(declared: str) -> str:
+    """A declared figure name as a regular expression: an upper-case word stands for a part that varies
+    (N… that many digits, any other a word), so step_NN_KEY matches step_01_x."""
+    return "_".join(r"\d" * len(part) if set(part) == {"N"} else r"\w+" if part.isupper() else re.escape(part)
+                    for part in declared.split("_"))
+
+
+def figure_owner(name: str, table: dict[str, dict[str, str]] | None = None) -> str | None:
+    """The object_name of the panel that declares figure `name` (figure_table), or None if none does."""
+    table = figure_table() if table is None else table
+    return next((panel for panel, declared in table.items()
+                 if any(re.fullmatch(_name_pattern(d), name) for d in declared)), None)
+
+
+def figure_owners(names: Sequence[str] | None, table: dict[str, dict[str, str]] | None = None) -> list[str]:
+    """The panels (object_names, in the table's order) offering the figures named (None: every panel);
+    ValueError naming the choices if a name is declared by none of them."""
+    table = figure_table() if table is None else table
     if names is None:
-        return list(panels)
-    owners = {name: figure_owner(name) for name in names}
-    unknown = [name for name, owner in owners.items() if owner not in panels]
+        return list(table)
+    owners = {name: figure_owner(name, table) for name in names}
+    unknown = [name for name, owner in owners.items() if owner is None]
     if unknown:
-        choices = sorted(name for panel in panels for name in FIGURE_NAMES.get(panel, ()))
-        if "step" in panels:
-            choices.insert(choices.index("step_dot_product"), STEP_FIGURES_HINT)
+        choices = sorted(name for declared in table.values() for name in declared)
         raise ValueError(f"unknown figure {', '.join(unknown)}: choose from {', '.join(choices)}")
-    return [panel for panel in panels if panel in owners.values()]
+    return [panel for panel in table if panel in owners.values()]
 
 
 class FigureHost:
@@ -160,6 +153,7 @@ class FigureHost:
         self._probe = None                           # the runner's head roles on its probe, once asked for
         entries = PANELS if classes is None else [PanelEntry.of(cls) for cls in classes]
         self._entries = {entry.object_name: entry for entry in entries}
+        self._table = figure_table([entry.load() for entry in entries])   # the classes only: none built yet
         self._built: dict[str, object] = {}        # object_name -> the panel, once built
         self._experiments: dict[int, tuple] = {}   # id(panel) -> (panel, the ExperimentJob its last draw asked for)
 
@@ -199,7 +193,7 @@ class FigureHost:
         Only the panels offering them are built and drawn; the selection and the names are checked first."""
         selection = request.selection_for(trace)
         moe_selection = selection.updated(layer=request.expert_layer) if request.expert_layer is not None else selection
-        panels = [self.panel(name) for name in figure_owners(request.figures, tuple(self._entries))]
+        panels = [self.panel(name) for name in figure_owners(request.figures, self._table)]
         for panel in panels:
             panel.selection = moe_selection if panel.object_name == "moe" else selection
             panel.set_trace(trace)
@@ -231,7 +225,7 @@ class FigureHost:
         """Run, here and now, the experiments whose panel owns an asked-for figure (every one when all are
         asked for): the GUI runs them on its worker, a CLI export waits for them anyway. The others wait:
         a batch exporting only attention_head never pays for an occlusion sweep per sentence."""
-        owners = None if names is None else {figure_owner(name) for name in names}
+        owners = None if names is None else {figure_owner(name, self._table) for name in names}
         for key, (panel, job) in list(self._experiments.items()):
             if owners is not None and panel.object_name not in owners:
                 continue
@@ -254,20 +248,21 @@ class FigureHost:
 
 
 def missing_figures_message(names: Sequence[str], panels: Sequence, available: Sequence[str]) -> str:
-    """One line: a figure whose panel draws nothing now (a figure NAME belongs to the panel whose
-    object_name starts it: moe_router_probs is the moe panel's) gets the panel's reason, e.g. a dense
-    model has no router, or no sweep has run; any other name is unknown. Either way the line ends with the choices."""
+    """One line: a figure drawn only in the app says when it is drawn (Panel.figure_names); a figure whose
+    panel draws nothing now (a figure NAME belongs to the panel whose object_name starts it: moe_router_probs
+    is the moe panel's) gets the panel's reason, e.g. a dense model has no router; any other name is unknown.
+    Either way the line ends with the choices."""
     idle = {panel.object_name: reason for panel in panels if (reason := panel.why_no_figures())}
-    app_only = {name: when for panel in panels for name, when in panel.app_only_figures.items()}
-    owner = {name: next((o for o in idle if name.startswith(o + "_")), None) for name in names}
-    unknown = [name for name in names if owner[name] is None and name not in app_only]
+    app_only = {name: when for panel in panels for name, when in panel.figure_names.items() if when}
+    owner = {name: next((o for o in idle if name.startswith(o + "_")), None) for name in names if name not in app_only}
+    unknown = [name for name in owner if owner[name] is None]
     choices = f"choose from {', '.join(available)}"
     if len(unknown) == len(names):
         return f"unknown figure {', '.join(unknown)}: {choices}"
     parts = [f"unknown figure {', '.join(unknown)}."] if unknown else []
     parts += [f"{name} is drawn only {app_only[name]}." for name in names if name in app_only]
     for panel_name, reason in idle.items():
-        if drawn_nothing := [name for name in names if owner[name] == panel_name]:
+        if drawn_nothing := [name for name in owner if owner[name] == panel_name]:
             parts.append(f"{', '.join(drawn_nothing)}: not drawn. {reason}")
     return " ".join([*parts, f"For this model, {choices}"])
 

@@ -11,6 +11,7 @@ from PySide6.QtGui import QColor
 
 from core.experiment_runs import NextTokenChange
 from gui.candidate_bars import legible_rows_height
+from gui.text_fit import elide
 from gui.token_axis import TokenAxis
 
 FULL_COLOUR = QColor("#9a9a9a")        # the full model
@@ -42,7 +43,8 @@ class InterventionEffectView(pg.PlotWidget):
         rows = np.arange(len(change.ids), dtype=float)
         self.full_bars.setOpts(x0=np.zeros_like(rows), y=rows - BAR_HEIGHT / 2, width=change.p_full * 100)
         self.after_bars.setOpts(x0=np.zeros_like(rows), y=rows + BAR_HEIGHT / 2, width=change.p_intervened * 100)
-        self.labels = [f"{piece}  Δlog p {delta:+.2f}" for piece, delta in zip(pieces, change.delta_logprob)]
+        # the piece elided as on every token axis, the change after it whole
+        self.labels = [f"{elide(piece)}  Δlog p {delta:+.2f}" for piece, delta in zip(pieces, change.delta_logprob)]
         self.getPlotItem().getAxis("left").set_labels(self.labels, None)
         self.getPlotItem().setRange(xRange=(0, 100 * float(max(change.p_full.max(), change.p_intervened.max()))),
                                     yRange=(-0.6, len(rows) - 0.4), padding=0.02)

@@ -3,7 +3,8 @@
 Every label is shown while a row is at least a legible line of text; below that every n-th
 (multiples of n, so labels stay put while scrolling). A bottom axis turns its labels upright
 (reading upwards, ending at the axis) when they do not fit side by side; the space marker "␣"
-that starts many labels stays upright, as a turned "␣" reads as "]".
+that starts many labels stays upright, as a turned "␣" reads as "]". With turn_labels False it
+keeps them level instead, every n-th so that the widest fits (turned Chinese reads sideways).
 """
 from __future__ import annotations
 
@@ -19,13 +20,17 @@ from gui.text_fit import LABEL_COLUMNS, elide
 
 SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
+LABEL_GAP = 6          # pixels between two level labels on a bottom axis
 
 
 class TokenAxis(FastAxis):
-    def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5) -> None:
-        """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars)."""
+    def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5,
+                 turn_labels: bool = True) -> None:
+        """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars).
+        turn_labels: a bottom axis turns labels that do not fit side by side (False: thins them instead)."""
         super().__init__(orientation)
         self._offset = offset
+        self.turn_labels = turn_labels
         self._labels: list[str] = []
         self._upright: list[tuple[float, float, str]] = []  # (x, y, text) drawn turned by -90°
         self._widest = 0.0
@@ -71,7 +76,7 @@ class TokenAxis(FastAxis):
         low, high = sorted(self.range)
         pixels_per_row = self.geometry().width() / max(high - low, 1e-9)
         spacing = self.label_step(pixels_per_row) * pixels_per_row
-        self._fit_height(None if self._widest + 6 <= spacing else self._turned_length)
+        self._fit_height(None if self._level(spacing) else self._turned_length)
 
     def _title_depth(self) -> float:
         """The room the axis title takes beside the labels (as pyqtgraph reserves it when it sizes the axis
@@ -92,8 +97,16 @@ class TokenAxis(FastAxis):
         return QFontMetricsF(self.style["tickFont"])
 
     def label_step(self, pixels_per_row: float) -> int:
-        """1: every row labelled; n: every n-th, when rows are lower than a legible line."""
-        return max(1, math.ceil(self.legible_pitch() / max(pixels_per_row, 1e-9)))
+        """1: every row labelled; n: every n-th, when rows are lower than a legible line (or, on a bottom
+        axis keeping its labels level, narrower than the widest label)."""
+        pitch = self.legible_pitch()
+        if self.orientation == "bottom" and not self.turn_labels:
+            pitch = max(pitch, self._widest + LABEL_GAP)
+        return max(1, math.ceil(pitch / max(pixels_per_row, 1e-9)))
+
+    def _level(self, spacing: float) -> bool:
+        """A bottom axis's labels stay level: they fit side by side `spacing` apart, or are never turned."""
+        return not self.turn_labels or self._widest + LABEL_GAP <= spacing
 
     def legible_pitch(self) -> float:
         """The smallest row height, in pixels, that still takes a label: the font's em size and a little.
@@ -128,7 +141,7 @@ class TokenAxis(FastAxis):
         positions = [x for x, _ in drawing.labelled]
         spacing = min((b - a for a, b in zip(positions, positions[1:])), default=math.inf)
         self._upright = []
-        if self._widest + 6 <= spacing:
+        if self._level(spacing):
             self._fit_height(None)
             return drawing
         top = self.mapRectFromParent(self.geometry()).top() + max(0, self.style["tickLength"]) \

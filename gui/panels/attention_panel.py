@@ -58,6 +58,7 @@ ABLATE_HELP = ("What a head switched off in the grid (or in the Interventions pa
 class AttentionPanel(Panel):
     title = "Attention"
     object_name = "attention"
+    figure_names = dict.fromkeys(("attention_grid", "attention_head", "attention_lines"), "")
 
     @property
     def fields(self) -> tuple[str, ...]:

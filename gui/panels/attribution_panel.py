@@ -52,6 +52,7 @@ def bar_label(name: str, value: float) -> str:
 class AttributionPanel(Panel):
     title = "Logit attribution"
     object_name = "attribution"
+    figure_names = {"attribution_bars": ""}
     fields = ("embed", "head_out", "moe_in", "expert_ids", "expert_weights", "moe_out", "resid_post", "logits")
     empty_text = "Type a sentence to see which heads and experts wrote the predicted token's logit."
 

@@ -184,9 +184,10 @@ class Panel(QWidget):
     """
     title: str = "Panel"          # the dock's title and the View menu entry
     object_name: str = "panel"    # QDockWidget objectName: saveState/restoreState need it stable
-    # Figures drawn only after something done in the app (name -> when), so the command line can say why
-    # it has none instead of calling the name unknown.
-    app_only_figures: dict[str, str] = {}
+    # Every figure the panel can offer, declared once: name -> "" when any sentence draws it, else when it is
+    # drawn ("in the app, after a what-if run": no export of a sentence draws it). An upper-case word stands for
+    # a part that varies (step_NN_KEY: step_01_x, …). gui.headless reads it from the class, before any is built.
+    figure_names: dict[str, str] = {}
     empty_text: str = "Type a sentence in the bar above."
     # The Trace fields draw() and figures() read (Runner.run's `fields` names); None: every field. A big
     # model's runs keep only what the panels on screen declare (gui.controller.Controller.fields_to_run).

@@ -66,6 +66,7 @@ class ScoreItem(QTableWidgetItem):
 class HeadRolesPanel(Panel):
     title = "Head roles"
     object_name = "head_roles"
+    figure_names = dict.fromkeys(("head_roles_table", "head_roles_evidence"), "")
     fields = ("attn",)   # every head's role scores on the sentence
     empty_text = "Type a sentence to score what each head does."
 

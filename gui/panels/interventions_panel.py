@@ -16,8 +16,7 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton,
                                QRadioButton, QVBoxLayout, QWidget)
 
-from core.interventions import Interventions
-from core.raw_export import csv_text
+from core.interventions import Interventions, Switches
 from gui import figure_pages as pages
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
@@ -35,6 +34,7 @@ MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's 
 class InterventionsPanel(Panel):
     title = "Interventions"
     object_name = "interventions"
+    figure_names = {"interventions_switches": ""}
     fields = ()   # the run's interventions and the config: no array of the trace
     empty_text = "Type a sentence: heads and experts switched off here apply to every run."
 
@@ -109,17 +109,15 @@ class InterventionsPanel(Panel):
         return box
 
     # ------------------------------------------------------------ what is switched off
-    def head_mask(self) -> np.ndarray:  # -> [L, H]
-        L, H, _ = self._shape
-        return np.array([[float(self.head_boxes[l, h].isChecked()) for h in range(H)] for l in range(L)], np.float32)
-
-    def experts_off(self) -> np.ndarray:  # -> [L, E] bool
-        L, _, E = self._shape
-        return np.array([[not self.expert_boxes[l, e].isChecked() for e in range(E)] for l in range(L)], bool)
+    def switches(self) -> Switches:
+        """What the boxes say (core.interventions.Switches: the figure's matrix and CSV)."""
+        L, H, E = self._shape
+        return Switches(np.array([[self.head_boxes[l, h].isChecked() for h in range(H)] for l in range(L)], bool),
+                        np.array([[self.expert_boxes[l, e].isChecked() for e in range(E)] for l in range(L)], bool),
+                        "mean" if self.mean_button.isChecked() else "zero")
 
     def interventions(self) -> Interventions:
-        return Interventions(head_mask=self.head_mask(), ablate_mode="mean" if self.mean_button.isChecked() else "zero",
-                             experts_off=self.experts_off())
+        return self.switches().interventions()
 
     def _set_layer(self, layer: int, on: bool) -> None:
         for (l, h), box in self.head_boxes.items():
@@ -157,24 +155,15 @@ class InterventionsPanel(Panel):
 
     def _show_in_force(self, interventions) -> None:
         """The boxes follow the run shown (the ablations the controller actually applied)."""
-        L, H, E = self._shape
-        head_mask = interventions.head_mask if interventions is not None else np.ones((L, H))
-        off = interventions.experts_off if interventions is not None else np.zeros((L, E), bool)
-        mean = interventions is not None and interventions.mean_ablation
+        switches = Switches.in_force(interventions, self.trace.config)
         with qt_signals_blocked(self.mode_group):
-            (self.mean_button if mean else self.zero_button).setChecked(True)
-        for box, on in [(self.head_boxes[l, h], head_mask[l, h] == 1) for l in range(L) for h in range(H)] + \
-                [(self.layer_boxes[l], bool((head_mask[l] == 1).any())) for l in range(L)] + \
-                [(self.expert_boxes[l, e], not off[l, e]) for l in range(L) for e in range(E)]:
-            with qt_signals_blocked(box):
-                box.setChecked(bool(on))
-
-    def switches_csv(self) -> str:
-        rows = [["kind", "layer", "index", "on"]]
-        rows += [["head", l, h, int(box.isChecked())] for (l, h), box in self.head_boxes.items()]
-        rows += [["expert", l, e, int(box.isChecked())] for (l, e), box in self.expert_boxes.items()]
-        mode = "mean" if self.mean_button.isChecked() else "zero"
-        return csv_text(rows + [["ablate_mode", "", "", mode]])
+            (self.mean_button if switches.ablate_mode == "mean" else self.zero_button).setChecked(True)
+        boxes = [(self.head_boxes, switches.heads_on), (self.expert_boxes, switches.experts_on),
+                 (self.layer_boxes, switches.heads_on.any(axis=1))]
+        for by_site, on in boxes:
+            for site, box in by_site.items():
+                with qt_signals_blocked(box):
+                    box.setChecked(bool(on[site]))
 
     def figures(self) -> list[Figure]:
         if self._shape is None:
@@ -182,7 +171,7 @@ class InterventionsPanel(Panel):
         view, matrix = self._switch_matrix()
         rows, cols = matrix.image.image.shape[:2]
         cell = QSizeF(pages.cell_size(cols), pages.cell_size(cols))
-        return [Figure("interventions_switches", view, table=self.switches_csv,
+        return [Figure("interventions_switches", view, table=self.switches().csv,
                        page_size=lambda: pages.cells_page(view, matrix.vb, rows, cols, cell))]
 
     def _switch_matrix(self) -> tuple[pg.GraphicsLayoutWidget, Heatmap]:
@@ -195,14 +184,13 @@ class InterventionsPanel(Panel):
             self._switch_view.addItem(self._switch_plot)
             self._switch_cells = self._switch_plot.add_outline(QColor("white"), 2)   # each switch its own square
         L, H, E = self._shape
-        on = np.array([[self.head_boxes[l, h].isChecked() for h in range(H)] +
-                       [self.expert_boxes[l, e].isChecked() for e in range(E)] for l in range(L)], bool)
-        rgba = np.where(on[..., None], np.array(SWITCH_ON, np.uint8), np.array(SWITCH_OFF, np.uint8)).astype(np.uint8)
+        switches = self.switches()
+        rgba = np.where(switches.matrix()[..., None], np.array(SWITCH_ON, np.uint8), np.array(SWITCH_OFF, np.uint8))
         self._switch_plot.set_rgba(rgba)
         self._switch_cells.setPath(cells_path((r, c) for r in range(L) for c in range(H + E)))
         self._switch_plot.set_row_labels([f"L{l}" for l in range(L)])
         self._switch_plot.set_col_labels([f"h{h}" for h in range(H)] + [f"e{e}" for e in range(E)])
-        mode = "their mean" if self.mean_button.isChecked() else "zero"
+        mode = "their mean" if switches.ablate_mode == "mean" else "zero"
         self._switch_plot.setTitle(f"Switches in force — blue: on, grey: off; switched-off heads output {mode}",
                                    size="9pt")
         return self._switch_view, self._switch_plot

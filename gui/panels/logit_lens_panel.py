@@ -47,6 +47,7 @@ def format_probability(p: float) -> str:
 class LogitLensPanel(Panel):
     title = "Logit lens"
     object_name = "logit_lens"
+    figure_names = dict.fromkeys(("logit_lens_heatmap", "logit_lens_position"), "")
     fields = ("embed", "resid_mid", "resid_post", "logits")   # every stage; the logits give the default target
     empty_text = "Type a sentence to see, stage by stage, what the model would predict if it stopped there."
 

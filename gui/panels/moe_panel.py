@@ -43,7 +43,8 @@ DENSE_TEXT = ("This model has no router: every layer has one dense SwiGLU MLP th
 class MoePanel(Panel):
     title = "MoE routing"
     object_name = "moe"
-    app_only_figures = {WHATIF_TAG: "in the app, after a what-if run in the MoE routing panel"}
+    figure_names = {"moe_router_probs": "", "moe_expert_load": "",
+                    WHATIF_TAG: "in the app, after a what-if run in the MoE routing panel"}
 
     @property
     def fields(self) -> tuple[str, ...]:   # the selected layer's routing, and what the what-if reads

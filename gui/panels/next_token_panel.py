@@ -44,8 +44,8 @@ def format_probability(p: float) -> str:
 class NextTokenPanel(Panel):
     title = "Next token"
     object_name = "next_token"
-    app_only_figures = {"next_token_change": "in the app while interventions are on "
-                                             "(`python main.py trace` with intervention flags writes the numbers)"}
+    figure_names = {"next_token_bars": "", "next_token_change": "in the app while interventions are on "
+                    "(`python main.py trace` with intervention flags writes the numbers)"}
 
     @property
     def fields(self) -> tuple[str, ...]:   # the last row of logits; the rows from an earlier query selected

@@ -17,9 +17,8 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QLineEdit, QSplitter, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from core.experiment_commands import parse_token
-from core.occlusion import REMOVE, Occlusion, occlude
-from core.raw_export import csv_text
+from core.experiment_runs import occlude_typed
+from core.occlusion import REMOVE, TABLE_HEADER, Occlusion
 from gui import figure_pages as pages
 from gui import plotting
 from gui.chip_flow import MARGIN as CHIP_MARGIN
@@ -30,23 +29,15 @@ from gui.token_strip import ColourScale, TokenStrip
 
 ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
-TABLE_HEADER = ("position", "token", "delta_logprob", "rollout")
 MIN_PAGE_WIDTH = 480   # the colour keys at their full length, the caption in a few lines
 MIN_STRIPS_PX = 380    # the strips' least width beside the table (narrower, the table goes under them)
 TABLE_ROWS_UNDER = 12  # rows the table shows at once under the strips (the page scrolls to it)
 
 
-def run_occlusion(runner, ids, position: int, target: str, baseline: str) -> Occlusion:
-    """The worker's job: resolve the typed target / baseline tokens, then core.occlusion.occlude."""
-    tokenizer = runner.bundle.tokenizer
-    target_id = parse_token(tokenizer, target, "target") if target else None
-    baseline_id = parse_token(tokenizer, baseline, "baseline") if baseline else REMOVE
-    return occlude(runner, ids, position, target_id, baseline_id)
-
-
 class OcclusionPanel(Panel):
     title = "Occlusion"
     object_name = "occlusion"
+    figure_names = {"occlusion_strip": ""}
     empty_text = "Type a sentence: occlusion shows which earlier tokens the selected prediction depends on."
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -124,9 +115,10 @@ class OcclusionPanel(Panel):
         self._asked = asked
         self.error = ""
         ids, position, target, baseline, _ = asked
+        labels = self.trace.labels()
         self.summary.setText(f"running occlusion for the prediction after position {position}…")
         self.sigRunExperiment.emit(ExperimentJob(
-            lambda runner: run_occlusion(runner, np.array(ids, np.int64), position, target, baseline),
+            lambda runner: occlude_typed(runner, np.array(ids, np.int64), labels, position, target, baseline),
             lambda result, asked=asked: self._on_done(asked, result),
             lambda message, asked=asked: self._on_error(asked, message)))
 
@@ -146,7 +138,7 @@ class OcclusionPanel(Panel):
     # ------------------------------------------------------------ drawing
     def show_result(self, result: Occlusion) -> None:
         self.result = result
-        labels = self._labels(result)
+        labels = result.token_labels()
         how = "removed" if result.baseline_id == REMOVE else f"replaced by {self.trace.vocab_label(result.baseline_id)!r}"
         self.summary.setText(f"prediction after position {result.position} ({labels[result.position]!r}) of "
                              f"{self.trace.vocab_label(result.target_id)!r}: log p = {result.logprob:.3f}; "
@@ -161,21 +153,14 @@ class OcclusionPanel(Panel):
         self.rollout_bar.set_levels((0, top))
         for strip in (self.delta_strip, self.rollout_strip):
             strip.set_marked(result.position)
-        self._fill_table(labels)
+        self._fill_table()
 
-    def _labels(self, result: Occlusion) -> list[str]:
-        """The sentence's own token labels (a character's byte fragments named with it) when the ids are its own."""
-        if np.array_equal(result.input_ids, self.trace.input_ids):
-            return self.trace.labels()
-        return [self.trace.vocab_label(int(i)) for i in result.input_ids]
-
-    def _fill_table(self, labels: list[str]) -> None:
-        rows = self.table_rows(labels)[1:]
+    def _fill_table(self) -> None:
+        rows = self.result.rows()[1:]
         self.table.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            for c, value in enumerate(row):
-                text = f"{value:+.3f}" if c == 2 and isinstance(value, float) else \
-                    f"{value:.3f}" if c == 3 else str(value)
+        for r, (position, label, delta, rollout) in enumerate(rows):
+            texts = (str(position), label, "" if np.isnan(delta) else f"{delta:+.3f}", f"{rollout:.3f}")
+            for c, text in enumerate(texts):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
         self._give_table_its_width()
@@ -199,24 +184,10 @@ class OcclusionPanel(Panel):
         super().resizeEvent(event)
         self._give_table_its_width()
 
-    def table_rows(self, labels: list[str]) -> list[list]:
-        r = self.result
-        rows: list[list] = [list(TABLE_HEADER)]
-        for t in range(r.input_ids.shape[0]):
-            delta = float(r.delta_logprob[t])
-            rows.append([t, labels[t], "" if np.isnan(delta) else delta, float(r.rollout[t])])
-        return rows
-
-    def occlusion_csv(self) -> str:
-        if self.result is None or self.trace is None:
-            return csv_text([list(TABLE_HEADER)])
-        rows = self.table_rows(self._labels(self.result))
-        return csv_text([[repr(v) if isinstance(v, float) else v for v in row] for row in rows])
-
     def figures(self) -> list[Figure]:
         if self.result is None:   # an empty strip is no figure
             return []
-        return [Figure("occlusion_strip", self.strips, table=self.occlusion_csv, page_size=self.page_size)]
+        return [Figure("occlusion_strip", self.strips, table=self.result.csv, page_size=self.page_size)]
 
     def page_size(self) -> QSize:
         """At most PAGE_WIDTH wide: as wide as the longest row of chips there (a short sentence makes a

@@ -68,8 +68,7 @@ def row_tooltip(row: ParityRow) -> str:
 class ParityPanel(Panel):
     title = "Parity"
     object_name = "parity"
-    app_only_figures = dict.fromkeys(("parity_fields", "parity_diff"),
-                                     "in the app with both backends on (Model → Both)")
+    figure_names = dict.fromkeys(("parity_fields", "parity_diff"), "in the app with both backends on (Model → Both)")
     empty_text = "Type a sentence to compare ONNX Runtime with the NumPy reference, field by field."
 
     def __init__(self, parent: QWidget | None = None) -> None:

@@ -8,17 +8,14 @@ Cancel; clicking a cell shows B with that one site patched in every panel.
 """
 from __future__ import annotations
 
-import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QScrollArea,
                                QVBoxLayout, QWidget)
 
-from core.experiment_commands import parse_token
-from core.interventions import stage_names
-from core.logit_lens import STAGES_NOTE, stage_label
-from core.patching import PairWording, PatchResult, cell_interventions, prepare_pair, run_all_sweeps
-from core.raw_export import matrix_csv_text
+from core.experiment_runs import patch_typed
+from core.logit_lens import STAGES_NOTE
+from core.patching import PairWording, PatchResult, cell_interventions
 from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -33,20 +30,8 @@ MIN_VIEW_SIZE = (360, 260)   # a sweep's heatmap stays legible: below two of the
 
 # The messages name this panel's own fields, not the CLI's flags.
 WORDING = PairWording(clean="sentence A (the sentence bar)", corrupt="sentence B",
-                      other_tokens="type another token in the answer or wrong field")
-
-
-def run_patching(runner, clean_ids, corrupt_text: str, answer: str, wrong: str, progress):
-    """The worker's job: tokenize B and the answer tokens, run A and B, then every sweep (core.patching)."""
-    tokenizer = runner.bundle.tokenizer
-    tokenization = tokenizer.encode_traced(corrupt_text)
-    corrupt_ids = tokenization.ids
-    if not corrupt_ids:
-        raise ValueError("type sentence B first")
-    answer_id = parse_token(tokenizer, answer, "the answer field's") if answer else None
-    wrong_id = parse_token(tokenizer, wrong, "the wrong field's") if wrong else None
-    pair = prepare_pair(runner, clean_ids, corrupt_ids, answer_id, wrong_id, WORDING)
-    return run_all_sweeps(runner, pair, progress), [token.display for token in tokenization.tokens]
+                      other_tokens="type another token in the answer or wrong field", corrupt_input="sentence B",
+                      answer_input="the answer field's", wrong_input="the wrong field's")
 
 
 def scale_bar(levels: tuple[float, float], cmap: pg.ColorMap, label: str) -> pg.ColorBarItem:
@@ -90,13 +75,15 @@ class SweepViews(QScrollArea):
 class PatchingPanel(Panel):
     title = "Patching"
     object_name = "patching"
+    figure_names = dict.fromkeys(("patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"),
+                                 "in the app, after a sweep (sentence B and Run in the Patching panel; headless, "
+                                 "`python main.py patch` writes its numbers)")
     fields = ()   # its numbers come from its own runs; of the trace only the ids
     empty_text = "Type sentence A in the sentence bar, then B here, to patch activations from A into B."
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result: PatchResult | None = None
-        self.corrupt_labels: list[str] = []
         self.corrupt_text = ""            # B of the result shown
         self.job: ExperimentJob | None = None
         self.relay = ProgressRelay(self)
@@ -151,6 +138,7 @@ class PatchingPanel(Panel):
         # The stage and layer.head rows are named in the title: an axis title would sit on their labels.
         y_title = {"resid": "", "heads_pos": ""}.get(kind, "layer")
         plot = Heatmap(x_title, y_title)
+        plot.getAxis("bottom").turn_labels = False   # B's tokens level, thinned when narrow: turned, 取 lies on its side
         view.addItem(plot, row=1, col=0)
         view.addItem(scale_bar(METRIC_LEVELS, plotting.colormap(plotting.DIVERGING), "0 = B, 1 = A"), row=1, col=1)
         plot.sigCellClicked.connect(lambda r, c, kind=kind: self.show_cell(kind, r, c))
@@ -161,10 +149,11 @@ class PatchingPanel(Panel):
     def run_sweeps(self) -> None:
         if self.trace is None or self.job is not None:
             return
-        clean_ids, corrupt = self.trace.input_ids, self.corrupt_edit.text()
+        clean_ids, clean_labels, corrupt = self.trace.input_ids, self.trace.labels(), self.corrupt_edit.text()
         answer, wrong = self.answer_edit.text().strip(), self.wrong_edit.text().strip()
         self.job = job = ExperimentJob(None, lambda result: self._on_done(result, corrupt), self._on_error, self.relay)
-        job.fn = lambda runner: run_patching(runner, clean_ids, corrupt, answer, wrong, job.progress)
+        job.fn = lambda runner: patch_typed(runner, clean_ids, clean_labels, corrupt, answer, wrong, WORDING,
+                                            job.progress)
         self._set_running(True)
         self.summary.setText("running the sweeps…")
         self.sigRunExperiment.emit(job)
@@ -188,11 +177,10 @@ class PatchingPanel(Panel):
         self._set_running(False)
         self.summary.setText(f"patching: {message}")
 
-    def _on_done(self, outcome: tuple[PatchResult, list[str]], corrupt_text: str) -> None:
+    def _on_done(self, result: PatchResult, corrupt_text: str) -> None:
         self.job = None
         self._set_running(False)
-        (result, self.corrupt_labels), self.corrupt_text = outcome, corrupt_text
-        self.result = result
+        self.result, self.corrupt_text = result, corrupt_text
         pair = result.pair
         self.summary.setText(
             f"metric = logit({self._piece(pair.answer_id)}) − logit({self._piece(pair.wrong_id)}) after the last "
@@ -204,21 +192,9 @@ class PatchingPanel(Panel):
         return repr(self.trace.vocab_label(token_id)) if self.trace is not None else f"#{token_id}"
 
     # ------------------------------------------------------------ drawing
-    def matrices(self) -> dict[str, tuple[np.ndarray, list[str], list[str]]]:
-        """sweep kind -> (matrix drawn, row labels, column labels)."""
-        r = self.result
-        L, H = r.heads.shape
-        positions = [f"{t}:{label}" for t, label in enumerate(self.corrupt_labels)]
-        layers = [str(l) for l in range(L)]
-        return {"resid": (r.resid, [stage_label(name) for name in stage_names(L)], positions),
-                "heads": (r.heads, layers, [str(h) for h in range(H)]),
-                "heads_pos": (r.heads_pos.reshape(L * H, -1), [f"{l}.{h}" for l in range(L) for h in range(H)],
-                              positions),
-                "experts": (r.experts, layers, [str(e) for e in range(r.experts.shape[1])])}
-
     def _draw_result(self) -> None:
-        for kind, (matrix, rows, cols) in self.matrices().items():
-            plot = self.plots[kind]
+        for kind, plot in self.plots.items():
+            matrix, rows, cols = self.result.sweep_table(kind)
             plot.set_rgba(plotting.masked_rgba(matrix, METRIC_LEVELS, plotting.colormap(plotting.DIVERGING)))
             plot.set_row_labels(rows, columns=None)
             plot.set_col_labels(cols)
@@ -237,25 +213,15 @@ class PatchingPanel(Panel):
         self.sigShowPatched.emit(self.corrupt_text, cell_interventions(self.result.pair, kind, cell))
 
     # ------------------------------------------------------------ export
-    def sweep_csv(self, kind: str) -> str:
-        matrix, rows, cols = self.matrices()[kind]
-        return matrix_csv_text(matrix, rows, cols, corner="normalised_metric")
-
     def figures(self) -> list[Figure]:
         if self.result is None:   # empty axes are no figure
             return []
         kinds = [kind for kind in SWEEP_TITLES if kind != "experts" or self.result.experts.size]   # dense: no experts
-        return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.sweep_csv(kind),
+        return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.result.sweep_csv(kind),
                        page_size=lambda kind=kind: self.sweep_page(kind))
                 for kind in kinds]
 
-    def why_no_figures(self) -> str:
-        if self.result is None and not self.showing_empty_state():
-            return ("No patching sweep has run: give sentence B and press Run in the Patching panel "
-                    "(headless, `python main.py patch` writes its numbers).")
-        return super().why_no_figures()
-
     def sweep_page(self, kind: str) -> QSize:
         """A sweep's page: its matrix's cells (none before a sweep ran: the view's least size), axes, title, bar."""
-        rows, cols = self.matrices()[kind][0].shape if self.result is not None else (0, 0)
+        rows, cols = self.result.sweep_table(kind)[0].shape if self.result is not None else (0, 0)
         return pages.cells_page(self.views[kind], self.plots[kind].vb, rows, cols, pages.matrix_cell(rows, cols))

@@ -35,6 +35,8 @@ ROWS_CHROME = 110    # their titles, dimension axis and its title
 class PositionsPanel(Panel):
     title = "Positions"
     object_name = "positions"
+    figure_names = dict.fromkeys(("positions_sinusoidal", "positions_embed_plus_pe", "positions_rope_pairs",
+                                  "positions_rope_angles", "positions_relative"), "")
 
     @property
     def fields(self) -> tuple[str, ...]:   # the embedding, and the selected layer's q and k around RoPE

@@ -51,6 +51,7 @@ def dot_product_table(dot: DotProduct) -> tuple[np.ndarray, list[str], list[str]
 class StepPanel(Panel):
     title = "Step by step"
     object_name = "step"
+    figure_names = dict.fromkeys(("step_by_step", "step_NN_KEY", "step_dot_product"), "")   # core.steps.step_file_stem
 
     @property
     def fields(self) -> tuple[str, ...]:   # the selected layer's every field and what enters it

@@ -144,6 +144,7 @@ class MergeSequence(QWidget):
 class TokensPanel(Panel):
     title = "Tokens"
     object_name = "tokens"
+    figure_names = dict.fromkeys(("tokens_chips", "tokens_merges"), "")
     fields = ()
     empty_text = "Type a sentence above to see how the model cuts it into tokens."
 

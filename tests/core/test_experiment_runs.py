@@ -4,8 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.experiment_runs import AblatedRunner, ablations_only, next_token_change, with_ablations
+from core.experiment_runs import (AblatedRunner, ablations_only, next_token_change, occlude_typed, parse_token,
+                                  patch_typed, with_ablations)
 from core.interventions import Interventions, head_mask_off
+from core.occlusion import occlude
+from core.patching import PairWording, prepare_pair, run_all_sweeps
 from core.runners import NumpyRunner
 
 
@@ -54,3 +57,57 @@ def test_ablated_runner_runs_with_the_ablations_and_the_runs_own_patch(bundle):
 @pytest.mark.parametrize("mode", ["zero", "mean"])
 def test_with_ablations_takes_the_ablate_mode_in_force(mode):
     assert with_ablations(Interventions(ablate_mode=mode), Interventions()).ablate_mode == mode
+
+
+# ---------------------------------------------------------------- runs from typed input (the panels' and the CLI's)
+
+def one_token(tokenizer, text: str) -> int:
+    [token] = tokenizer.encode(text, add_special=False)
+    return token
+
+
+def test_a_token_is_typed_as_its_text_or_its_id(bundle):
+    tokenizer = bundle.tokenizer
+    assert parse_token(tokenizer, " the", "--x") == one_token(tokenizer, " the")
+    assert parse_token(tokenizer, "#7", "--x") == 7
+    for typed in ("#-3", f"#{tokenizer.vocab_size}"):
+        with pytest.raises(ValueError, match=f"--x {typed}: ids run from 0 to {tokenizer.vocab_size - 1}"):
+            parse_token(tokenizer, typed, "--x")
+    with pytest.raises(ValueError, match="the field 'The cat' is \\d+ tokens"):
+        parse_token(tokenizer, "The cat", "the field")
+
+
+def test_occlusion_typed_is_occlusion_of_the_tokens_typed(bundle):
+    runner, tokenizer = NumpyRunner(bundle), bundle.tokenizer
+    ids = np.array(tokenizer.encode("The cat sat on the mat."), np.int64)
+    labels = [f"w{t}" for t in range(len(ids))]
+    typed = occlude_typed(runner, ids, labels, 3, f"#{int(ids[4])}", " the")
+    expected = occlude(runner, ids, 3, int(ids[4]), one_token(tokenizer, " the"))
+    np.testing.assert_array_equal(typed.delta_logprob, expected.delta_logprob)
+    assert typed.target_id == expected.target_id and typed.baseline_id == expected.baseline_id
+    assert typed.token_labels() == labels
+    assert occlude_typed(runner, ids, labels, None).baseline_id == -1   # nothing typed: each token removed
+    with pytest.raises(ValueError, match="^--baseline 'The cat' is \\d+ tokens"):
+        occlude_typed(runner, ids, labels, None, "", "The cat", ("--target", "--baseline"))
+
+
+def test_patching_typed_is_every_sweep_of_the_pair_typed_with_both_texts_labels(bundle):
+    runner, tokenizer = NumpyRunner(bundle), bundle.tokenizer
+    clean = np.array(tokenizer.encode("The cat sat on the mat."), np.int64)
+    corrupt = tokenizer.encode_traced("The cat sat on the mat!")   # as many tokens as A: the last one differs
+    clean_labels = [f"a{t}" for t in range(len(clean))]
+    result = patch_typed(runner, clean, clean_labels, "The cat sat on the mat!", "", f"#{int(clean[2])}")
+    expected = run_all_sweeps(runner, prepare_pair(runner, clean, corrupt.ids, None, int(clean[2])))
+    np.testing.assert_array_equal(result.heads_pos, expected.heads_pos)
+    np.testing.assert_array_equal(result.resid, expected.resid)
+    assert result.pair.wrong_id == int(clean[2])
+    assert result.token_labels() == (clean_labels, [token.display for token in corrupt.tokens])
+
+
+def test_patching_typed_names_the_inputs_as_the_wording_says(bundle):
+    runner, clean = NumpyRunner(bundle), np.array(bundle.tokenizer.encode("The cat sat."), np.int64)
+    wording = PairWording(corrupt_input="sentence B", answer_input="the answer field's")
+    with pytest.raises(ValueError, match="^sentence B: the text is empty"):
+        patch_typed(runner, clean, [], "", wording=wording)
+    with pytest.raises(ValueError, match="^the answer field's 'The cat' is \\d+ tokens"):
+        patch_typed(runner, clean, [], "The dog sat.", "The cat", wording=wording)

@@ -1,6 +1,8 @@
 """Occlusion and attention rollout: hand-made cases, a model whose attention writes nothing, both runners."""
 from __future__ import annotations
 
+import csv
+import io
 import subprocess
 import sys
 from dataclasses import replace
@@ -88,6 +90,21 @@ def test_both_runners_give_the_same_occlusion(bundle):
     arrays = occlusion_arrays(a)
     assert arrays["delta_logprob"].dtype == np.float32 and arrays["delta_logprob"].shape == (len(IDS),)
     assert int(arrays["baseline"]) == 3 and int(arrays["target_id"]) == 9 and int(arrays["position"]) == 5
+
+
+def test_the_csv_has_one_row_per_token_with_the_results_values_and_a_blank_where_not_run(bundle):
+    labels = [f"w{t}" for t in range(len(IDS))]
+    result = occlude(NumpyRunner(bundle), IDS, position=4, labels=labels)
+    header, *rows = list(csv.reader(io.StringIO(result.csv())))
+    assert header == ["position", "token", "delta_logprob", "rollout"] and len(rows) == len(IDS)
+    assert [int(row[0]) for row in rows] == list(range(len(IDS))) and [row[1] for row in rows] == labels
+    np.testing.assert_array_equal([float(row[2]) for row in rows[:5]], result.delta_logprob[:5])
+    assert [row[2] for row in rows[5:]] == ["", ""]   # after P: not run (NaN in occlusion.npz)
+    np.testing.assert_array_equal([float(row[3]) for row in rows], result.rollout)
+
+
+def test_tokens_without_labels_are_named_by_their_ids(bundle):
+    assert occlude(NumpyRunner(bundle), IDS).token_labels() == [f"#{i}" for i in IDS]
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import csv
+import io
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +15,7 @@ import pytest
 from core.bundle import load_bundle
 from core.interventions import Interventions, residual_stages
 from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, logit_difference, patch_arrays,
-                           patch_csv_rows, patched_metric, prepare_pair, run_all_sweeps, sweep)
+                           patched_metric, prepare_pair, run_all_sweeps, sweep)
 from core.runners import NumpyRunner, OnnxRunner
 
 CLEAN = np.array([12, 80, 5, 33, 140, 9, 61, 200, 18])
@@ -113,13 +115,51 @@ def test_progress_counts_every_run_and_can_cancel(pairs):
         sweep(runner, pair, "resid", progress=cancel)
 
 
-def test_csv_has_one_row_per_cell(results):
+def labelled(result):
+    return replace(result, clean_labels=tuple(f"a{t}" for t in range(len(CLEAN))),
+                   corrupt_labels=tuple(f"b{t}" for t in range(len(CORRUPT))))
+
+
+def test_the_csv_has_one_row_per_cell_with_its_site_tokens_and_value(results):
+    result = labelled(results["numpy"])
+    header, *rows = list(csv.reader(io.StringIO(result.csv())))
+    assert header == ["sweep", "stage", "layer", "head", "expert", "position", "token_clean", "token_corrupt",
+                      "normalised_metric"]
+    assert len(rows) == result.resid.size + result.heads.size + result.heads_pos.size + result.experts.size
+    for sweep_kind, stage, layer, head, expert, position, clean, corrupt, value in rows:
+        if sweep_kind == "resid":
+            expected = result.resid[result.stages.index(stage), int(position)]
+        elif sweep_kind == "heads":
+            expected = result.heads[int(layer), int(head)]
+        elif sweep_kind == "heads_pos":
+            expected = result.heads_pos[int(layer), int(head), int(position)]
+        else:
+            expected = result.experts[int(layer), int(expert)]
+        assert float(value) == float(expected), (sweep_kind, stage, layer, head, expert, position)
+        assert (clean, corrupt) == ((f"a{position}", f"b{position}") if position else ("", ""))
+
+
+@pytest.mark.parametrize("kind", list(SWEEPS))
+def test_a_sweeps_csv_is_its_matrix_with_its_labels(results, kind):
+    result = labelled(results["numpy"])
+    header, *rows = list(csv.reader(io.StringIO(result.sweep_csv(kind))))
+    matrix, row_labels, col_labels = result.sweep_table(kind)
+    assert matrix.ndim == 2 and header == ["normalised_metric", *col_labels]
+    assert [row[0] for row in rows] == row_labels and len(rows) == matrix.shape[0]
+    np.testing.assert_array_equal(np.array([[float(v) for v in row[1:]] for row in rows]), matrix)
+    L, H = result.heads.shape
+    if kind in ("resid", "heads_pos"):   # columns are B's positions, each named with B's token
+        assert col_labels == [f"{t}:b{t}" for t in range(len(CORRUPT))]
+    if kind == "heads_pos":   # a row per layer.head, in order
+        assert row_labels == [f"{l}.{h}" for l in range(L) for h in range(H)]
+        np.testing.assert_array_equal(matrix[H + 1], result.heads_pos[1, 1])
+    if kind == "resid":
+        assert row_labels[0] == "emb" and len(row_labels) == len(result.stages)
+
+
+def test_tokens_without_labels_are_named_by_their_ids(results):
     result = results["numpy"]
-    labels = [f"t{i}" for i in range(len(CLEAN))]
-    rows = patch_csv_rows(result, labels, labels)
-    cells = result.resid.size + result.heads.size + result.heads_pos.size + result.experts.size
-    assert len(rows) == 1 + cells
-    assert rows[1][:2] == ["resid", "embed"] and float(rows[1][-1]) == float(result.resid[0, 0])
+    assert result.token_labels() == ([f"#{i}" for i in CLEAN], [f"#{i}" for i in CORRUPT])
 
 
 def test_texts_of_different_lengths_are_refused_with_both_counts(bundle):

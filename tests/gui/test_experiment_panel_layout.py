@@ -85,10 +85,31 @@ def test_the_sweeps_are_legible_in_a_small_dock(patching, qtbot):
     assert patching.sweeps.columns == 2
 
 
+def test_bs_tokens_stay_level_and_apart_in_a_narrow_dock(show, runner, clean, qtbot):
+    """Turned, a Chinese label reads sideways: the position axes keep B's tokens level, every n-th that fits."""
+    panel = show(PatchingPanel(), 380, 700)
+    run_jobs_here(panel, runner)
+    panel.set_trace(clean)
+    panel.corrupt_edit.setText(B)
+    panel.run_button.click()
+    qtbot.wait(50)
+    panel.grab()   # painted: the axes are laid out for their width
+    for kind in ("resid", "heads_pos"):
+        axis = panel.plots[kind].getAxis("bottom")
+        drawing = axis.drawing()
+        shown = [(x, text) for x, text in drawing.labelled if text]
+        assert len(shown) >= 2 and len(drawing.texts) == len(shown), "labels turned, not level"
+        assert len(shown) < clean.n_tokens   # thinned: every label would overlap its neighbour here
+        width = axis.label_texts().width
+        gaps = [b - a for (a, _), (b, _) in zip(shown, shown[1:])]
+        assert min(gaps) >= max(width(text) for _, text in shown), (kind, shown)
+        assert {text for _, text in shown} <= set(axis.labels())
+
+
 def test_occlusion_colours_sit_behind_each_tokens_own_text(show, runner, clean, qtbot):
     panel = show(OcclusionPanel(), 1000, 600)
     panel.set_trace(clean)
-    result = occlude(runner, clean.input_ids)
+    result = occlude(runner, clean.input_ids, labels=clean.labels())
     panel.show_result(result)
     qtbot.wait(50)
     strip = panel.delta_strip
@@ -117,7 +138,7 @@ def test_occlusion_table_shows_every_column_beside_or_under_the_strips(show, run
 
     panel = show(OcclusionPanel(), width, 346)
     panel.set_trace(clean)
-    panel.show_result(occlude(runner, clean.input_ids))
+    panel.show_result(occlude(runner, clean.input_ids, labels=clean.labels()))
     qtbot.wait(50)
     table = panel.table
     assert table.horizontalHeader().length() <= table.viewport().width(), "columns cut off at the table's edge"

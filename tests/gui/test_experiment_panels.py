@@ -39,7 +39,7 @@ def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot,
     assert panel.progress.value() == panel.progress.maximum() > 0
     assert {f.name for f in panel.figures()} == {"patching_resid", "patching_heads", "patching_heads_pos",
                                                  "patching_experts"}
-    assert "1.0" in panel.sweep_csv("heads_pos")
+    assert "1.0" in panel.result.sweep_csv("heads_pos")
 
     stage, position = 2 * L - 1, result.resid.shape[1] - 1   # after the last layer's attention, last position
     clicked = panel.plots["resid"]
@@ -58,6 +58,7 @@ def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot,
     window.controller.flush()
     qtbot.waitUntil(lambda: window.controller.trace.text == A, timeout=20000)
     assert not window.controller.trace.interventions.describe()
+    window.flush_redraws()   # the panels draw the new run at their next frame: draw it now
     assert not attention.intervention_banner.isVisibleTo(attention)
 
 
@@ -120,7 +121,7 @@ def test_occlusion_shows_the_core_result_for_the_selected_prediction(qtbot, wind
     assert panel.table.rowCount() == window.controller.trace.n_tokens
     assert any("approximation" in label.text() for label in panel.findChildren(QLabel))
     assert [f.name for f in panel.figures()] == ["occlusion_strip"]
-    assert panel.occlusion_csv().splitlines()[0] == "position,token,delta_logprob,rollout"
+    assert panel.figures()[0].table().splitlines()[0] == "position,token,delta_logprob,rollout"
 
     panel.mode.setCurrentIndex(1)
     panel.baseline_edit.setText("。")

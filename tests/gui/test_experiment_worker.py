@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-import gui.panels.patching_panel as patching_panel
+import core.experiment_runs as experiment_runs
 from core.patching import run_all_sweeps
 from gui.controller import EXPERIMENT_WORKER_NAME
 from gui.experiment_job import ExperimentJob
@@ -38,7 +38,7 @@ def held_sweep(monkeypatch):
 
         return run_all_sweeps(runner, pair, report)
 
-    monkeypatch.setattr(patching_panel, "run_all_sweeps", held)
+    monkeypatch.setattr(experiment_runs, "run_all_sweeps", held)
     yield reached, release, threads
     release.set()
 

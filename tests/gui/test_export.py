@@ -21,7 +21,7 @@ from core.session import analyse
 from gui import export
 from gui.figure_pages import laid_out_size
 from gui.fonts import register_fonts
-from gui.headless import FIGURE_NAMES, figure_owner
+from gui.headless import ExportRequest, FigureHost, figure_owner, figure_table
 from gui.panels.registry import panel_classes
 from gui.svg_export import restore_close_commands, split_close_commands, widget_svg_bytes
 
@@ -60,7 +60,7 @@ def test_headless_export_writes_every_figure_with_its_stable_name(qtbot, bundle,
     out, result = exported
     assert result.returncode == 0, result.stderr
     for panel, figure in panel_figures(qtbot, bundle):
-        assert figure_owner(figure.name) == panel, f"{figure.name} is not in gui.headless.FIGURE_NAMES[{panel!r}]"
+        assert figure_owner(figure.name) == panel, f"{figure.name} is not in {panel}'s Panel.figure_names"
         png = QImage(str(out / f"{figure.name}.png"))
         assert not png.isNull() and png.width() == 640, figure.name
         assert ET.parse(out / f"{figure.name}.svg").getroot().tag.endswith("svg")
@@ -72,16 +72,36 @@ def test_headless_export_writes_every_figure_with_its_stable_name(qtbot, bundle,
     assert printed == {p.name for p in out.iterdir()}
 
 
-def test_every_figure_the_cli_accepts_is_exported_or_waits_for_what_the_cli_never_runs(exported):
-    """FIGURE_NAMES lists no figure that no panel offers: all are in Export all but those drawn only after
-    a what-if, a patching sweep or a run on both backends."""
+def test_every_figure_the_cli_accepts_is_exported_but_those_drawn_only_in_the_app(exported):
+    """The panels declare no figure that none offers: Export all writes every declared name but those drawn only
+    after a what-if, a patching sweep or a run on both backends, and never one of those."""
     out, _ = exported
     written = {p.stem for p in out.glob("*.png")}
-    listed = {name for names in FIGURE_NAMES.values() for name in names}
-    assert listed - written == {"next_token_change", "moe_whatif", "parity_fields", "parity_diff",
-                                "patching_resid", "patching_heads", "patching_heads_pos", "patching_experts"}
+    declared = {name: when for names in figure_table().values() for name, when in names.items()}
+    listed = {name for name in declared if name.islower()}   # step_NN_KEY stands for the steps' names
+    app_only = {name for name, when in declared.items() if when}
+    assert app_only and listed - written == app_only
     steps = written - listed
     assert steps and all(figure_owner(name) == "step" for name in steps)
+
+
+def test_every_panel_offers_for_a_sentence_the_figures_it_declares(bundle):
+    """Panel.figure_names is the one list of a panel's figures: with a sentence loaded (and its occlusion run),
+    each panel offers exactly the names it declares, those drawn only in the app aside."""
+    register_fonts()
+    runner = NumpyRunner(bundle)
+    host = FigureHost(runner=runner)
+    try:
+        host.figures(analyse(runner, TEXT), ExportRequest(formats=("png",)))   # every panel built and drawn
+        assert len(host.panels) == len(panel_classes())
+        for panel in host.panels:
+            offered = [figure.name for figure in panel.figures()]
+            drawn = {panel.object_name: {name: when for name, when in panel.figure_names.items() if not when}}
+            assert all(figure_owner(name, drawn) == panel.object_name for name in offered), (panel.object_name, offered)
+            for name in drawn[panel.object_name]:   # each declared name offered (step_NN_KEY: at least one step)
+                assert any(figure_owner(figure, {"one": {name: ""}}) for figure in offered), name
+    finally:
+        host.close()
 
 
 def test_headless_trace_files_match_the_trace_command(bundle, exported, tmp_path):

@@ -26,7 +26,7 @@ def test_a_dense_model_has_no_expert_boxes_and_says_why(show, make_bundle):
     assert panel.experts_box.findChildren(QCheckBox) == []
     assert "checked" not in panel.experts_box.title()
     assert EXPERTS_NOTE not in label_texts(panel)   # the note on switching experts off would explain nothing
-    assert panel.head_boxes and panel.experts_off().shape == (dense.config.num_hidden_layers, 0)
+    assert panel.head_boxes and panel.switches().experts_on.shape == (dense.config.num_hidden_layers, 0)
 
 
 def test_a_moe_model_after_a_dense_one_gets_its_expert_boxes_back(show, make_bundle, bundle):

@@ -3,7 +3,7 @@ the Patching sweep's stage axis and the Logit attribution bars."""
 from __future__ import annotations
 
 import core.logit_lens
-import gui.panels.patching_panel as patching_panel
+import core.patching
 from gui.panels.attribution_panel import AttributionPanel
 from gui.panels.logit_lens_panel import LogitLensPanel
 
@@ -23,7 +23,7 @@ def test_the_lens_labels_its_rows_and_table_with_the_short_stage_names(show, ana
 
 
 def test_patching_and_attribution_use_the_same_stage_names(show, analysed):
-    assert patching_panel.stage_label is core.logit_lens.stage_label   # the sweep's stage axis: one definition
+    assert core.patching.stage_label is core.logit_lens.stage_label   # the sweep's stage axis: one definition
     panel = show(AttributionPanel())
     panel.set_trace(analysed("The cat sat on the mat."))
     labels = panel.axis.labels()

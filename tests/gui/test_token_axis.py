@@ -1,5 +1,5 @@
 """TokenAxis: turned (upright) key labels keep the space marker ␣ upright and in its word's column,
-and a bottom axis is sized for its labels before it is painted."""
+a bottom axis is sized for its labels before it is painted, and one kept level thins them instead."""
 from __future__ import annotations
 
 import numpy as np
@@ -66,3 +66,18 @@ def test_a_bottom_axis_is_tall_enough_for_turned_labels_before_any_paint(qtbot):
     axis.set_labels(["a", "b"])   # two short labels fit side by side: back to the automatic height
     axis.setRange(0, 2)
     assert axis.fixedHeight is None
+
+
+def test_an_axis_that_keeps_its_labels_level_thins_them_until_the_widest_fits(show):
+    axis = TokenAxis("bottom", turn_labels=False)
+    axis.set_labels(["订单取消"] * N_LABELS)   # far wider than the 5 px a label has here
+    axis.setRange(0, N_LABELS)
+    pixels_per_label = WIDTH / N_LABELS
+    step = axis.label_step(pixels_per_label)
+    assert step > 1 and step * pixels_per_label >= axis.label_texts().width("订单取消")
+    view = show(pg.GraphicsView(background="w"), WIDTH, HEIGHT)
+    view.setCentralItem(axis)
+    view.grab()   # painted
+    drawing = axis.drawing()
+    assert len(drawing.texts) >= 2   # drawn level (turned labels are not among the level texts)
+    assert axis.fixedHeight is None   # the automatic one-line height, not the room turned labels take
