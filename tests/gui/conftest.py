@@ -1,4 +1,5 @@
-"""Fixtures of the Qt tests: a settings file of the test's own, a shown MainWindow, a shown widget."""
+"""Fixtures of the Qt tests: a settings file of the test's own, a shown MainWindow, a shown widget, a
+headless figure host."""
 from __future__ import annotations
 
 import gc
@@ -49,6 +50,16 @@ def make_window(qtbot, bundle, settings):
         # A stage that cannot be interrupted (an ORT session being built) may outlast close()'s short
         # wait on a loaded machine; what matters is that the threads do end, and soon.
         qtbot.waitUntil(lambda w=window: not w.controller.is_running(), timeout=10_000)
+
+
+@pytest.fixture(scope="module")
+def host(qapp):
+    """A headless FigureHost (the panels `main.py export` draws figures with), one per test file."""
+    from gui.headless import FigureHost
+
+    host = FigureHost()
+    yield host
+    host.close()
 
 
 @pytest.fixture

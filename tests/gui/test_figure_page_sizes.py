@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QGraphicsView, QGraphicsWidget
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import figure_pages as pages
-from gui.headless import ExportRequest, FigureHost
+from gui.headless import ExportRequest
 from tests.gui.figure_samples import PATCHING, blank_border, png_image, run_sweeps_now, same_length_variant
 
 SHORT = "The cat sat on the mat."
@@ -19,13 +19,6 @@ SIZED = ("attention_head", "attention_grid", "attention_lines", "logit_lens_heat
          "positions_embed_plus_pe", "positions_rope_pairs", "positions_rope_angles", "positions_relative")
 GROWING = ("attention_head", "attention_grid", "logit_lens_heatmap", "positions_embed_plus_pe")
 MOST_BLANK = 36   # logical pixels of blank border a side may keep (pyqtgraph's room for a bar's tick labels)
-
-
-@pytest.fixture(scope="module")
-def host(qapp):
-    host = FigureHost()
-    yield host
-    host.close()
 
 
 @pytest.fixture(scope="module")

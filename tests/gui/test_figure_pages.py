@@ -16,13 +16,6 @@ SHORT = "The cat sat."
 LONG = "The cat sat on the mat because the cat was tired, and then the dog came in and sat on the cat."
 
 
-@pytest.fixture(scope="module")
-def host(qapp):
-    host = FigureHost()
-    yield host
-    host.close()
-
-
 def png_size(figure) -> tuple[int, int]:
     image = QImage.fromData(export.figure_files(figure, ["png"])[f"{figure.name}.png"], "PNG")
     return image.width(), image.height()

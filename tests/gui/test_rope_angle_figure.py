@@ -3,22 +3,14 @@ its SVG stays small however many positions it spans, and still goes through mÂ·Î
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from core.runners import NumpyRunner
 from core.session import analyse
 from gui import export
-from gui.headless import ExportRequest, FigureHost
+from gui.headless import ExportRequest
 from gui.rope_angle_plot import RopeAnglePlot
 
 WORD = "cat "
-
-
-@pytest.fixture(scope="module")
-def host(qapp):
-    host = FigureHost()
-    yield host
-    host.close()
 
 
 def angles_figure(host, trace):
