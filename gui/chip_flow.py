@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from gui.fonts import ui_font
 from gui.head_lines import muted_text
 from gui.text_widths import TextWidths
+from gui.theme import ink, is_dark_theme, on_paper
 
 MARGIN = 6.0
 GAP = 4.0          # between chips of one word
@@ -33,6 +34,8 @@ class Chip:
 
 
 class ChipFlow(QWidget):
+    themed_fills = True   # the fills mark kinds (gui.theme.on_paper turns them deep on the dark theme)
+
     sigHovered = Signal(int)   # chip index under the mouse; -1 when it leaves every chip
     sigClicked = Signal(int)
 
@@ -146,13 +149,13 @@ class ChipFlow(QWidget):
         self._draw_lines(painter, shown, big=False)
 
     def _draw_box(self, painter: QPainter, index: int) -> None:
-        fill = self._chips[index].fill
+        fill = on_paper(self._chips[index].fill) if self.themed_fills else self._chips[index].fill
         if index == self._marked:
             pen = QPen(MARK_COLOUR, 2.5)
         elif index == self._hovered:
             pen = QPen(HOVER_COLOUR, 1.5)
         else:
-            pen = QPen(fill.darker(135), 1.0)
+            pen = QPen(fill.lighter(150) if is_dark_theme() else fill.darker(135), 1.0)
         painter.setPen(pen)
         painter.setBrush(fill)
         painter.drawRoundedRect(self._rects[index].adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
@@ -160,7 +163,7 @@ class ChipFlow(QWidget):
     def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
         """Each chip's first line (big) or its other lines (small), centred, at precomputed positions."""
         painter.setFont(self._big if big else self._small)
-        painter.setPen(QColor(20, 20, 20) if big else QColor(90, 90, 90))
+        painter.setPen(ink("#141414", "#f0f0f0") if big else ink("#5a5a5a", "#c4c4c4"))
         big_h, small = self._big_metrics.height(), self._small_metrics
         for index in shown:
             rect, lines, widths = self._rects[index], self._chips[index].lines, self._line_widths[index]

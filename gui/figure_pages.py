@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidge
 
 from gui.fast_axis import FastAxis
 from gui.panels.base import Figure
+from gui.theme import ink, is_dark_theme, page_background  # noqa: F401  (the figures' theme, read here by panels)
 
 PAGE_WIDTH = 900            # a slide-width figure; its text stays legible shown at slide width
 PAGE_HEIGHT = 560           # figures with no size of their own: a 16:10-ish plot
@@ -346,22 +347,3 @@ def laid_out_size(figure: Figure) -> QSize:
     """The size the figure's page really has once laid out (what a PNG at 1x measures)."""
     with on_page(figure) as page:
         return page.size()
-
-
-def is_dark_theme() -> bool:
-    """Is the application's palette dark (`--theme dark`, or a dark desktop)?"""
-    from PySide6.QtGui import QGuiApplication, QPalette
-
-    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 110
-
-
-def page_background() -> QColor:
-    """The paper of a panel's own boxes: white, or the dark theme's window colour."""
-    from PySide6.QtGui import QGuiApplication, QPalette
-
-    return QGuiApplication.palette().color(QPalette.ColorRole.Window) if is_dark_theme() else QColor("white")
-
-
-def ink(light: str, dark: str) -> QColor:
-    """A text colour chosen for the theme: `light` on white paper, `dark` on the dark theme's."""
-    return QColor(dark if is_dark_theme() else light)
