@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from gui.fonts import ui_font
 from gui.head_lines import muted_text
 from gui.text_widths import TextWidths
+from gui.theme import ink, is_dark_theme, on_paper
 
 MARGIN = 6.0
 GAP = 4.0          # between chips of one word
@@ -34,6 +35,8 @@ class Chip:
 
 
 class ChipFlow(QWidget):
+    themed_fills = True   # the fills mark kinds (gui.theme.on_paper turns them deep on the dark theme)
+
     sigHovered = Signal(int)   # chip index under the mouse; -1 when it leaves every chip
     sigClicked = Signal(int)
 
@@ -51,7 +54,7 @@ class ChipFlow(QWidget):
         self._rects: list[QRectF] = []
         self._boxes: list[QRectF | None] = []                   # each chip's outline, half a pixel inside its rect
         self._anchors: list[tuple[QPointF, ...] | None] = []    # where each of a chip's lines starts (its baseline)
-        self._pens: dict[int, QPen] = {}                    # a plain chip's outline, by its fill's rgba
+        self._pens: dict[tuple[int, bool], QPen] = {}       # a plain chip's outline, by its fill's rgba and theme
         self._laid_out_width = -1
         self._marked = -1
         self._hovered = -1
@@ -184,7 +187,7 @@ class ChipFlow(QWidget):
         self._draw_lines(painter, shown, big=False)
 
     def _draw_box(self, painter: QPainter, index: int) -> None:
-        fill = self._chips[index].fill
+        fill = on_paper(self._chips[index].fill) if self.themed_fills else self._chips[index].fill
         if index == self._marked:
             pen = QPen(MARK_COLOUR, 2.5)
         elif index == self._hovered:
@@ -196,15 +199,16 @@ class ChipFlow(QWidget):
         painter.drawRoundedRect(self._box(index), 4, 4)
 
     def _plain_pen(self, fill: QColor) -> QPen:
-        pen = self._pens.get(fill.rgba())
+        dark = is_dark_theme()
+        pen = self._pens.get((fill.rgba(), dark))
         if pen is None:
-            pen = self._pens[fill.rgba()] = QPen(fill.darker(135), 1.0)
+            pen = self._pens[fill.rgba(), dark] = QPen(fill.lighter(150) if dark else fill.darker(135), 1.0)
         return pen
 
     def _draw_lines(self, painter: QPainter, shown: list[int], big: bool) -> None:
         """Each chip's first line (big) or its other lines (small), centred."""
         painter.setFont(self._big if big else self._small)
-        painter.setPen(QColor(20, 20, 20) if big else QColor(90, 90, 90))
+        painter.setPen(ink("#141414", "#f0f0f0") if big else ink("#5a5a5a", "#c4c4c4"))
         for index in shown:
             self._draw_chip_lines(painter, index, big)
 

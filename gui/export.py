@@ -34,6 +34,7 @@ from gui.page_pens import cosmetic_pens_widened
 from gui.panels.base import Figure
 from gui.png_encode import image_png_bytes
 from gui.svg_export import widget_svg_bytes
+from gui.theme import page_background
 
 FORMATS = ("png", "svg", "pdf", "csv", "npz")
 DEFAULT_FORMATS = ("png", "svg", "csv", "npz")
@@ -148,7 +149,8 @@ def pdf_bytes(widget: QWidget, title: str = "", svg: bytes | None = None) -> byt
     page = QPageSize(points, QPageSize.Unit.Point, "figure", QPageSize.SizeMatchPolicy.ExactMatch)
     writer.setPageLayout(QPageLayout(page, QPageLayout.Orientation.Portrait, QMarginsF(0, 0, 0, 0)))
     painter = QPainter(writer)
-    try:
+    try:   # the page is whole points, up to half a point past the figure: that sliver on the figure's paper too
+        painter.fillRect(QRectF(0, 0, width + 1, height + 1), page_background())
         QSvgRenderer(QByteArray(svg)).render(painter, QRectF(0, 0, width, height))
     finally:
         painter.end()

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QRectF, QSize, Qt, QTimer
-from PySide6.QtGui import QColor, QImage, QPainter, QPixmap
+from PySide6.QtGui import QImage, QPainter, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QLabel, QLineEdit, QPushButton, QSpinBox, QWidget)
@@ -15,6 +15,7 @@ from gui.figure_pages import laid_out_size, on_page
 from gui.panels.base import Figure
 from gui.qt_signals import qt_signals_blocked
 from gui.svg_export import widget_svg_bytes
+from gui.theme import page_background
 
 FORMAT_LABELS = {"png": "PNG image", "svg": "SVG vector drawing", "pdf": "PDF vector page", "csv": "CSV numbers"}
 PREVIEW_SIZE = QSize(520, 340)
@@ -131,7 +132,7 @@ class ExportFigureDialog(QDialog):
         scale = min(PREVIEW_SIZE.width() / page.width(), PREVIEW_SIZE.height() / page.height())
         image = QImage(max(1, round(page.width() * scale)), max(1, round(page.height() * scale)),
                        QImage.Format.Format_RGB32)
-        image.fill(QColor("white"))
+        image.fill(page_background())   # the figures' paper, white or --theme dark's
         painter = QPainter(image)
         try:
             painter.setRenderHint(QPainter.RenderHint.Antialiasing)

@@ -1,23 +1,21 @@
-"""A figure's frame: the widgets of one exportable picture stacked on white, whatever the desktop theme.
+"""A figure's frame: the widgets of one exportable picture stacked on the figures' paper (gui.theme).
 
-Exports render the frame as it is on screen, so a white background and black text make a PNG or
-SVG print the same on every machine.
+Exports render the frame as it is on screen; its paper and ink are the theme's, never the desktop's,
+so a PNG or SVG prints the same on every machine, and a dark figure is dark from edge to edge.
 """
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QFrame, QScrollArea, QTableView, QVBoxLayout, QWidget
+
+from gui.theme import paint_as_page
 
 
 def figure_frame(*widgets: QWidget, stretch: int | None = None) -> QWidget:
-    """A white QWidget holding `widgets` top to bottom; the one at index `stretch` takes the spare height."""
+    """A QWidget on the figures' paper holding `widgets` top to bottom; the one at index `stretch` takes
+    the spare height."""
     frame = QWidget()
-    frame.setAutoFillBackground(True)
-    palette = frame.palette()
-    palette.setColor(frame.backgroundRole(), QColor("white"))
-    palette.setColor(frame.foregroundRole(), QColor("black"))
-    frame.setPalette(palette)
+    paint_as_page(frame)
     layout = QVBoxLayout(frame)
     layout.setContentsMargins(4, 4, 4, 4)
     for i, widget in enumerate(widgets):

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QSize, QSizeF, Qt
-from PySide6.QtGui import QColor, QResizeEvent
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QAbstractScrollArea, QGraphicsView, QGraphicsWidget, QLabel, QScrollArea, QScrollBar, QWidget
 
 from gui.fast_axis import FastAxis
@@ -352,22 +352,3 @@ def laid_out_size(figure: Figure) -> QSize:
     """The size the figure's page really has once laid out (what a PNG at 1x measures)."""
     with on_page(figure) as page:
         return page.size()
-
-
-def is_dark_theme() -> bool:
-    """Is the application's palette dark (`--theme dark`, or a dark desktop)?"""
-    from PySide6.QtGui import QGuiApplication, QPalette
-
-    return QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 110
-
-
-def page_background() -> QColor:
-    """The paper of a panel's own boxes: white, or the dark theme's window colour."""
-    from PySide6.QtGui import QGuiApplication, QPalette
-
-    return QGuiApplication.palette().color(QPalette.ColorRole.Window) if is_dark_theme() else QColor("white")
-
-
-def ink(light: str, dark: str) -> QColor:
-    """A text colour chosen for the theme: `light` on white paper, `dark` on the dark theme's."""
-    return QColor(dark if is_dark_theme() else light)

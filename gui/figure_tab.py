@@ -1,4 +1,4 @@
-"""One tab of a panel that shows one exportable figure: optional controls above a white frame of plots.
+"""One tab of a panel that shows one exportable figure: optional controls above a frame of plots on the figures' paper.
 
 The frame (caption + plots, no controls) is what the figure exports. A tab draws lazily: the panel
 marks it stale and draws it when it is shown, or when figures are asked for.
@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QVBoxLayout, QWidget
 from core.trace import Trace
 from gui.plot_shapes import plain_axes
 from gui.selection import Selection
+from gui.theme import page_style
 from gui.token_axis import TokenAxis
 
 
@@ -31,7 +32,7 @@ class FigureFrame(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setAutoFillBackground(True)
-        self.setStyleSheet("background: white; color: black;")
+        self.setStyleSheet(page_style())   # the caption on the plots' paper, in either theme
         self.caption = caption()
         self.graphics = pg.GraphicsLayoutWidget()
         self.graphics.setMinimumHeight(260)

@@ -35,6 +35,7 @@ from core.trace import Trace
 from gui import plotting
 from gui.fonts import ui_font
 from gui.heatmap import PickableImage, cosmetic_pen
+from gui.theme import page_background
 
 GAP = 0.12                          # space between thumbnails, in thumbnail widths
 OUTLINE_PAD = GAP * 0.3             # the selection outline stands this far out of its thumbnail
@@ -42,7 +43,7 @@ MARK_COLOUR = QColor(230, 30, 60)   # the selected head's outline
 SWITCH_SIZE = 0.22                  # the on/off box, in thumbnail widths
 ON_COLOUR, OFF_COLOUR = QColor(20, 130, 60), QColor(200, 30, 40)
 BADGE_FILL = QColor(255, 255, 255, 215)
-PINNED_FILL = QColor(255, 255, 255, 230)   # a name held in view over the thumbnails scrolled under it
+PINNED_ALPHA = 230   # a name held in view over the thumbnails scrolled under it: on a band of the paper
 SWITCH_HINT = "right-click or Ctrl+click (or its corner box) switches it off / on in every panel"
 # 40 px: a 26-token sentence (the default one) gets 1.5 px per token, so a diagonal or a previous-token
 # stripe is an unbroken line (at the ~25 px of issue #10 it breaks up into single pixels); the corner box
@@ -63,7 +64,7 @@ def _pin(name: pg.TextItem, x: float, y: float, pinned: bool) -> None:
     """Move a grid name; pinned over the thumbnails, it gets a band of its own to be read on."""
     if (name.pos().x(), name.pos().y()) != (x, y):
         name.setPos(x, y)
-    fill = pg.mkBrush(PINNED_FILL if pinned else None)
+    fill = pg.mkBrush(QColor(*page_background().getRgb()[:3], PINNED_ALPHA) if pinned else None)
     if name.fill.style() != fill.style():
         name.fill = fill
         name.setZValue(9 if pinned else 0)   # above the boxes and badges it covers, below the outline

@@ -268,33 +268,12 @@ def missing_figures_message(names: Sequence[str], panels: Sequence, available: S
 
 
 def apply_theme(app, theme: str) -> Callable[[], None]:
-    """Dark figures: pyqtgraph's background/foreground and the widgets' palette (before panels are built).
+    """The figures' theme and, for dark, the widgets' palette (before panels are built): gui.theme.
 
-    Panels that paint their own white boxes stay light (their colours are the panels' own).
-    Returns a function that puts the process-wide settings back.
-    """
-    import pyqtgraph as pg
-    from PySide6.QtGui import QColor, QPalette
+    Returns a function that puts the process-wide settings back."""
+    from gui.theme import apply_theme as apply
 
-    before = {name: pg.getConfigOption(name) for name in ("background", "foreground")}
-    palette_before = app.palette()
-
-    def undo() -> None:
-        pg.setConfigOptions(**before)
-        app.setPalette(palette_before)
-
-    if theme != "dark":
-        return undo
-    background, foreground = "#1e1e1e", "#e6e6e6"
-    pg.setConfigOptions(background=background, foreground=foreground)
-    palette = QPalette()
-    for role in (QPalette.ColorRole.Window, QPalette.ColorRole.Base, QPalette.ColorRole.Button):
-        palette.setColor(role, QColor(background))
-    for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
-        palette.setColor(role, QColor(foreground))
-    palette.setColor(QPalette.ColorRole.AlternateBase, QColor("#2a2a2a"))
-    app.setPalette(palette)
-    return undo
+    return apply(app, theme)
 
 
 def _load_runner(model: str | None, backend: str):

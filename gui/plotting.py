@@ -8,14 +8,17 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 
+from gui import theme
 from gui.fast_axis import FastAxis
 
-# Before any ImageItem exists: row-major arrays; light figures that print well in slides.
-pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground="k", antialias=True)
+# Before any ImageItem exists: row-major arrays; the theme's colours (white paper unless `--theme dark`
+# was applied first: a panel imported later must not turn its plots back to white).
+pg.setConfigOptions(imageAxisOrder="row-major", antialias=True, **theme.plot_colours())
 
 SEQUENTIAL = "viridis"   # perceptual, for weights and probabilities
 DIVERGING = "CET-D1"     # perceptual diverging, for signed values (activations, scores)
 MASKED_RGBA = (215, 215, 215, 255)  # cells the causal mask removes: grey, not the colour of 0
+MASKED_RGBA_DARK = (90, 90, 90, 255)   # the same on the dark theme: a grey that is not a light band
 NAN_RGBA = (255, 0, 255, 255)       # NaN cells: magenta, a colour no sequential or diverging map uses
 
 
@@ -58,8 +61,13 @@ def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorM
     words = lut[(scaled * 255).astype(np.int32)]   # [R, C]
     words[np.isnan(values)] = _word(NAN_RGBA)
     if mask is not None:
-        words[mask] = _word(MASKED_RGBA)
+        words[mask] = _word(masked_colour())
     return words[..., None].view(np.uint8)   # [R, C, 4], the bytes of each word in order
+
+
+def masked_colour() -> tuple[int, int, int, int]:
+    """The masked cells' grey in the figures' theme."""
+    return MASKED_RGBA_DARK if theme.is_dark_theme() else MASKED_RGBA
 
 
 def _word(rgba: tuple[int, int, int, int]) -> np.uint32:

@@ -20,6 +20,7 @@ from gui.fonts import ui_font
 from gui.plot_shapes import AFTER_COLOUR, BEFORE_PEN, GUIDE_PEN, KEY_COLOUR, TRAIL_BRUSH, arrow_segments, circle, line
 from gui.qt_signals import qt_signals_blocked
 from gui.selection import Selection
+from gui.theme import ink
 
 LEGEND_COLUMNS = 1
 MAX_LABELLED_CELLS = 12   # past that, "12: 180°" would not fit a cell: the pair number only
@@ -133,7 +134,7 @@ class RopePairPlot(FigureTab):
         self.big.setLabel("bottom", f"q[{dim_a}]")
         self.big.setLabel("left", f"q[{dim_b}]")
         self.big.setTitle(f"pair {i}: dims ({dim_a}, {dim_b}), θ{_sub(i)} = {theta:.4g} rad per position<br>"
-                          f"<span style='color:#0072b2'>m·θ{_sub(i)} = {m} × {theta:.4g} = {angle:.4g} rad "
+                          f"<span style='color:{ink('#0072b2', '#56b4e9').name()}'>m·θ{_sub(i)} = {m} × {theta:.4g} = {angle:.4g} rad "
                           f"= {angle / (2 * np.pi):.3g} turns → turned {np.degrees(turned):.1f}°</span>",
                           size="9pt")
         self.big.setRange(xRange=(-1.3 * radius, 1.3 * radius), yRange=(-1.3 * radius, 1.3 * radius), padding=0)
@@ -160,7 +161,7 @@ class RopePairPlot(FigureTab):
 
     def _sync_small_texts(self, n_pairs: int) -> None:
         while len(self.small_texts) < n_pairs:
-            text = pg.TextItem(color=(60, 60, 60), anchor=(0.5, 0))
+            text = pg.TextItem(color=ink("#3c3c3c", "#b4b4b4"), anchor=(0.5, 0))   # seen on either theme
             text.setFont(ui_font(7.5))
             self.small.addItem(text)
             self.small_texts.append(text)

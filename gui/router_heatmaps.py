@@ -109,7 +109,7 @@ class RouterView(QWidget):
 
     def set_on_page(self, on_page: bool) -> None:
         """On paper the caption sits on the page's colour with a margin, not on a band of the window's grey."""
-        from gui.figure_pages import page_background
+        from gui.theme import page_background
 
         self.setAutoFillBackground(on_page)
         if on_page:

@@ -12,6 +12,7 @@ from gui.fitted_ticks import POWERS_OF_TWO, FittedTicks, numbers
 from gui.plot_shapes import DISTINCT_COLOURS, line
 from gui.plotting import DIVERGING, colormap, colour_bar, matrix_plot
 from gui.selection import Selection
+from gui.theme import ink
 
 LEGEND_COLUMNS = 2   # under the curve plot; three held the figure wider than a 1280×800 screen's dock
 
@@ -58,7 +59,7 @@ class SinusoidPlot(FigureTab):
             f"<b>Sinusoidal position encoding — the original Transformer's way</b> "
             f"(Vaswani et al. 2017), for this sentence's {n} positions × D = {d}: "
             f"PE[pos, 2j] = sin(pos / 10000<sup>2j/D</sup>), PE[pos, 2j+1] = cos(…), always in [−1, 1]. "
-            f"<span style='color:#b00'>The loaded model does not use this table:</span> it uses RoPE "
+            f"<span style='color:{ink('#bb0000', '#ff7070').name()}'>The loaded model does not use this table:</span> it uses RoPE "
             f"(see the RoPE tabs), rotating q and k inside attention instead of adding anything to the embedding.")
 
     def _rebuild_curves(self, dims: tuple[int, ...]) -> None:

@@ -14,9 +14,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QFrame, QHBoxLayout, QHeaderVi
                                QSizePolicy, QTableView, QVBoxLayout, QWidget)
 
 from core.steps import Step
-from gui.figure_pages import MAX_PAGE_WIDTH, PAGE_WIDTH, ink, natural_height, page_background
+from gui.figure_pages import MAX_PAGE_WIDTH, PAGE_WIDTH, natural_height
+from gui.theme import ink, page_background
 from gui.fonts import ui_font
-from gui.plotting import DIVERGING, MASKED_RGBA, SEQUENTIAL, colormap
+from gui.plotting import DIVERGING, SEQUENTIAL, colormap, masked_colour
 from gui.text_fit import elide
 
 QUERY_TINT = QColor(255, 236, 179)    # the selected query row
@@ -313,7 +314,7 @@ def matrix_rgba(values: np.ndarray, signed: bool) -> tuple[np.ndarray, tuple[flo
         levels, lut = (0.0, 1.0), _lookup_table(SEQUENTIAL)
     scaled = np.where(masked, 0.0, (values - levels[0]) * (255.0 / (levels[1] - levels[0])))
     rgba = lut[np.clip(scaled, 0, 255).astype(np.uint8)]
-    rgba[masked] = MASKED_RGBA
+    rgba[masked] = masked_colour()
     return np.ascontiguousarray(rgba), levels
 
 

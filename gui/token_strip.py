@@ -18,15 +18,10 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from gui import plotting
 from gui.chip_flow import Chip, ChipFlow
 from gui.fonts import ui_font
-
-DARK_TEXT, LIGHT_TEXT = QColor(20, 20, 20), QColor(250, 250, 250)
-NOT_MEASURED = QColor(*plotting.MASKED_RGBA[:3])   # a NaN value: the token was not measured (e.g. after P)
+from gui.theme import page_background, page_ink, readable_on
 
 
-def readable_on(fill: QColor) -> QColor:
-    """Dark text on a light fill, light text on a dark one (relative luminance, sRGB weights)."""
-    luminance = 0.2126 * fill.redF() + 0.7152 * fill.greenF() + 0.0722 * fill.blueF()
-    return DARK_TEXT if luminance > 0.45 else LIGHT_TEXT
+
 
 
 def token_fills(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorMap) -> list[QColor]:  # [T] -> T
@@ -37,12 +32,14 @@ def token_fills(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorM
 
 class TokenStrip(ChipFlow):
     """Tokens as chips filled with their value's colour; the text contrasts with the fill."""
+    themed_fills = False   # a colour map's colours: the same on either theme
 
     def set_values(self, labels: Sequence[str], values: np.ndarray, levels: tuple[float, float],
                    cmap: pg.ColorMap, value_format: str = "{:+.2f}", skipped: str = "") -> None:
         """One chip per token: its label, then its value (`skipped`, on grey, where the value is NaN)."""
         values = np.asarray(values, np.float64)
-        chips = [Chip((label, skipped), NOT_MEASURED) if np.isnan(value) else
+        not_measured = QColor(*plotting.masked_colour()[:3])   # a NaN value: the token was not measured (after P)
+        chips = [Chip((label, skipped), not_measured) if np.isnan(value) else
                  Chip((label, value_format.format(value)), fill)
                  for label, value, fill in zip(labels, values, token_fills(values, levels, cmap))]
         self.set_chips(chips)
@@ -78,12 +75,12 @@ class ColourScale(QWidget):
 
     def paintEvent(self, event) -> None:  # noqa: N802
         painter = QPainter(self)
-        painter.fillRect(self.rect(), Qt.GlobalColor.white)
+        painter.fillRect(self.rect(), page_background())
         metrics = QFontMetricsF(self._font)
         painter.setFont(self._font)
         title_width = metrics.horizontalAdvance(self._title) + 12
         bar = QRectF(title_width, 4, max(40.0, min(self.width() - title_width - 30, 360)), metrics.height())
-        painter.setPen(QColor(20, 20, 20))
+        painter.setPen(page_ink())
         painter.drawText(QRectF(0, bar.top(), title_width, bar.height()),
                          Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, self._title)
         gradient = QLinearGradient(bar.topLeft(), bar.topRight())

@@ -39,6 +39,7 @@ from gui.head_lines import HeadLinesView
 from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
+from gui.theme import on_paper
 
 # Okabe–Ito: distinguishable for colour-blind readers; more heads than colours cycle through them.
 HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -271,7 +272,7 @@ class AttentionPanel(Panel):
     def _draw_lines(self, layer: int, head: int, all_heads: bool) -> None:
         trace = self.trace
         heads = list(range(trace.num_heads)) if all_heads else [head]
-        colours = [QColor(HEAD_COLOURS[h % len(HEAD_COLOURS)]) for h in heads]
+        colours = [on_paper(QColor(HEAD_COLOURS[h % len(HEAD_COLOURS)])) for h in heads]   # lighter on dark paper
         which = f"all heads of layer {layer}" if all_heads else f"layer {layer} · head {head}"
         self.lines_view.set_lines(trace.labels(), trace.layers[layer].attn[heads], colours,
                                   [f"H{h}" for h in heads], f"{which} — line opacity = weight")

@@ -25,8 +25,9 @@ from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap, cells_path
 from gui import figure_pages as pages
 from gui.panels.base import Figure, Panel
+from gui.theme import ink, readable_on, tint
 
-SCORE_COLOUR = QColor("#2c5f8a")      # a full-score cell; 0 is white
+SCORE_COLOUR = QColor("#2c5f8a")      # a full-score cell; 0 is the paper
 EVIDENCE_PEN = QColor("#ff5a1f")      # outline of the cells a score is made of
 ROLE_TITLES = {"previous_token": "previous", "self": "self", "first_token": "first (sink)",
                "duplicate_token": "duplicate", "induction": "induction"}
@@ -43,10 +44,10 @@ def format_score(score: float) -> str:
 
 
 def score_background(score: float) -> QColor:
-    """White (0) to SCORE_COLOUR (1); an undefined score stays white."""
+    """The paper (0) to SCORE_COLOUR (1), on the dark theme's paper a lighter blue; an undefined score
+    stays the paper."""
     t = 0.0 if np.isnan(score) else float(np.clip(score, 0.0, 1.0))
-    white = QColor("white")
-    return QColor(*(round(a + (b - a) * t) for a, b in zip(white.getRgb()[:3], SCORE_COLOUR.getRgb()[:3])))
+    return tint(ink(SCORE_COLOUR.name(), "#5b9bd5"), t)
 
 
 class ScoreItem(QTableWidgetItem):
@@ -215,7 +216,7 @@ class HeadRolesPanel(Panel):
         item.setData(Qt.ItemDataRole.UserRole, (layer, head, role, source))
         item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
         item.setBackground(score_background(score))
-        item.setForeground(QColor("white" if not np.isnan(score) and score > 0.55 else "black"))
+        item.setForeground(readable_on(item.background().color()))
         if roles is not None and np.isnan(score):
             item.setToolTip(f"undefined on the {source}: {roles.evidence[role].reason}")
         return item

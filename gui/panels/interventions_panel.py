@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSizeF
-from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QGridLayout, QGroupBox, QHBoxLayout, QLabel, QPushButton,
                                QRadioButton, QVBoxLayout, QWidget)
 
@@ -21,6 +20,7 @@ from gui import figure_pages as pages
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
+from gui.theme import page_background
 
 EXPERTS_NOTE = ("An expert switched off in a layer is never chosen there: the router takes its top-k among the "
                 "remaining experts and renormalises their probabilities to sum 1.")
@@ -179,10 +179,10 @@ class InterventionsPanel(Panel):
         ablate mode in its title; drawn on demand, never shown in the dock."""
         if getattr(self, "_switch_view", None) is None:
             self._switch_view = pg.GraphicsLayoutWidget()
-            self._switch_view.setBackground("w")
+            self._switch_view.setBackground(page_background())
             self._switch_plot = Heatmap("head (h) · expert (e) →", "layer ↓")
             self._switch_view.addItem(self._switch_plot)
-            self._switch_cells = self._switch_plot.add_outline(QColor("white"), 2)   # each switch its own square
+            self._switch_cells = self._switch_plot.add_outline(page_background(), 2)   # each switch its own square
         L, H, E = self._shape
         switches = self.switches()
         rgba = np.where(switches.matrix()[..., None], np.array(SWITCH_ON, np.uint8), np.array(SWITCH_OFF, np.uint8))

@@ -32,6 +32,7 @@ from gui.heatmap import Heatmap, TokenCellText
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.readout_job import ReadoutJob
+from gui.theme import ink, page_ink
 
 COMPUTING = "computing…"
 TOP_TOKEN = -1                      # the target spin box's "the model's own top token"
@@ -179,7 +180,8 @@ class LogitLensPanel(Panel):
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if 1 <= column <= TOP_K and int(ids[s, column - 1]) == target:
-                    item.setBackground(QColor("#fff1b8"))   # the target among the top 5
+                    item.setBackground(ink("#fff1b8", "#6b5a1a"))   # the target among the top 5
+                    item.setForeground(page_ink())
                 self.table.setItem(s, column, item)
         show_every_row(self.table)
         self.formation.setText(self._formation_text(followed))

@@ -19,7 +19,7 @@ from core.trace_fields import logits_from
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
 from gui.figure_frame import scrolling
-from gui.figure_pages import ink, page_background
+from gui.theme import ink, page_background
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView

@@ -25,6 +25,7 @@ from gui.chip_flow import MARGIN as CHIP_MARGIN
 from gui.experiment_job import ExperimentJob
 from gui.figure_frame import scrolling
 from gui.panels.base import Figure, Panel
+from gui.theme import page_style
 from gui.token_strip import ColourScale, TokenStrip
 
 ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention weights (with the residual as "
@@ -86,7 +87,7 @@ class OcclusionPanel(Panel):
     def _build_strips(self) -> QWidget:
         """The figure: the sentence coloured by occlusion, its key, then coloured by rollout, its key."""
         self.strips = QWidget()
-        self.strips.setStyleSheet("background: white; color: black")   # its own paper, whatever the theme
+        self.strips.setStyleSheet(page_style())   # the figures' paper, whatever the desktop
         layout = QVBoxLayout(self.strips)
         layout.addWidget(self.summary)
         self.delta_strip, self.rollout_strip = TokenStrip(12.0, 8.0), TokenStrip(12.0, 8.0)

@@ -30,6 +30,7 @@ from gui.figure_frame import figure_frame, scrolling, show_every_row
 from gui.heatmap import Heatmap, cells_path
 from gui.panels.base import Figure, Panel
 from gui.readout_job import ReadoutJob
+from gui.theme import readable_on, tint
 
 NEED_BOTH = ("Parity compares the ONNX Runtime run with the NumPy reference run of the same sentence, so it "
              "needs both: pick Model → Both backends (ONNX ↔ NumPy parity).")
@@ -48,12 +49,11 @@ def difference_picture(numpy_trace: Trace, onnx_trace: Trace, field: str,
 
 
 def ratio_colour(ratio: float) -> QColor:
-    """The share of the tolerance used, linearly: white for none, amber for all of it, red past it.
-    (A log scale made 8 % of the tolerance look "at it".)"""
+    """The share of the tolerance used, linearly: the paper (white, or the dark theme's) for none, amber
+    for all of it, red past it. (A log scale made 8 % of the tolerance look "at it".)"""
     if ratio > 1.0:
         return OUTSIDE
-    t = max(ratio, 0.0)
-    return QColor(*(round(255 + (c - 255) * t) for c in WITHIN.getRgb()[:3]))
+    return tint(WITHIN, max(ratio, 0.0))
 
 
 def row_tooltip(row: ParityRow) -> str:
@@ -200,7 +200,7 @@ class ParityPanel(Panel):
             item.setData(Qt.ItemDataRole.UserRole, row.field)
             item.setTextAlignment(Qt.AlignmentFlag.AlignCenter)
             item.setBackground(ratio_colour(row.ratio))
-            item.setForeground(QColor("white" if row.ratio > 1 else "black"))
+            item.setForeground(readable_on(item.background().color()))
             item.setToolTip(row_tooltip(row))
             self.table.setItem(r, 1 + (row.layer or 0), item)
         show_every_row(self.table)

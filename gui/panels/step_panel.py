@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QScrollArea, QVBox
 from core.raw_export import csv_text
 from core.steps import DotProduct, HeadCalculation, Step, head_calculation, step_file_stem
 from core.trace_fields import LAYER_NAMES, layer_input, of_layer
-from gui.figure_pages import page_background
+from gui.theme import page_background
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.step_cards import Card, StepOverview, fill, format_value, label

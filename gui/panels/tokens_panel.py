@@ -16,20 +16,26 @@ from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QLab
 
 from core.tokens_view import EMPTY_REPLAY_CSV, MAX_FIGURE_ROWS, MergeReplay, token_chips, tokens_csv
 from gui.chip_flow import Chip, ChipFlow
-from gui.figure_pages import MAX_PAGE_WIDTH, ink, natural_height, page_background
+from gui.figure_pages import MAX_PAGE_WIDTH, natural_height
+from gui.theme import ink, page_background
 from gui.fonts import ui_font
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.steady_label import SteadyLabel
+from gui.theme import on_paper
 
 WHOLE_FILL = QColor(222, 233, 247)      # a token made of whole characters
 FRAGMENT_FILL = QColor(252, 232, 200)   # a token holding only part of a character's bytes
 MERGED_FILL = QColor(255, 196, 120)     # pieces the current merge step just made
 PIECE_FILL = QColor(236, 236, 236)
-LEGEND = (f"<span style='background:{WHOLE_FILL.name()}'>&nbsp;&nbsp;&nbsp;</span> whole characters &nbsp; "
-          f"<span style='background:{FRAGMENT_FILL.name()}'>&nbsp;&nbsp;&nbsp;</span> part of a character "
-          "(its bytes in hex, ‹e8 ae›) &nbsp; ␣ a space &nbsp; bytes 3–6: bytes 3, 4 and 5 of the UTF-8 "
-          "(the end is not included)")
+
+
+def legend_text() -> str:
+    """The chips' key, its swatches as the chips show them in the theme (gui.theme.on_paper)."""
+    return (f"<span style='background:{on_paper(WHOLE_FILL).name()}'>&nbsp;&nbsp;&nbsp;</span> whole characters &nbsp; "
+            f"<span style='background:{on_paper(FRAGMENT_FILL).name()}'>&nbsp;&nbsp;&nbsp;</span> part of a character "
+            "(its bytes in hex, ‹e8 ae›) &nbsp; ␣ a space &nbsp; bytes 3–6: bytes 3, 4 and 5 of the UTF-8 "
+            "(the end is not included)")
 
 
 def paper(widget: QWidget) -> QWidget:
@@ -160,7 +166,7 @@ class TokensPanel(Panel):
     def _build(self) -> QWidget:
         self.summary = SteadyLabel()   # a new sentence changes its text, rarely its height
         self.summary.setWordWrap(True)
-        legend = QLabel(LEGEND)
+        legend = QLabel(legend_text())
         legend.setWordWrap(True)
         legend.setStyleSheet(f"QLabel {{ color: {ink('#444', '#bbb').name()}; }}")   # #444 was lost on a dark theme
         self.chips = ChipFlow(big_point_size=12.0, small_point_size=8.0)
