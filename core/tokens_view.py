@@ -55,9 +55,6 @@ def tokens_csv(trace: Trace | None) -> str:
     return csv_text(rows)
 
 
-MAX_FIGURE_ROWS = 24   # rows of the tokens_merges figure: a long sentence shows every n-th merge
-
-
 @dataclass(frozen=True)
 class ReplayPiece:
     text: str          # readable
@@ -146,14 +143,6 @@ class MergeReplay:
             return "bytes" if self.tokenization.alphabet.byte_level else "characters"
         s, shown = self.tokenization.steps[step - 1], self.tokenization.display_piece
         return f"{step}. ‘{shown(s.left)}’ + ‘{shown(s.right)}’"
-
-    def figure_steps(self, cap: int = MAX_FIGURE_ROWS) -> tuple[int, ...]:
-        """The steps the replay figure shows, bytes to tokens: every one, or `cap` of them spread evenly
-        (the first and the last always among them) when the sentence needs more merges than that."""
-        last = self.n_steps
-        if last + 1 <= cap:
-            return tuple(range(last + 1))
-        return tuple(sorted({round(i * last / (cap - 1)) for i in range(cap)}))
 
     def entries(self) -> list[str]:
         """One line per step for the step list: number, rank, the two pieces merged, how often."""

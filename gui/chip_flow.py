@@ -91,6 +91,10 @@ class ChipFlow(QWidget):
     def chip_lines(self, index: int) -> tuple[str, ...]:
         return self._chips[index].lines
 
+    def height_at(self, width: float) -> float:
+        """The height the chips need at `width`, without laying the widget out (a figure's pages are cut by it)."""
+        return self._flow(width)[1]
+
     # ------------------------------------------------------------ layout
     def _chip_size(self, lines: int, widths: list[float]) -> tuple[float, float]:
         height = self._big_height + self._small_height * (lines - 1)

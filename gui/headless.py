@@ -136,6 +136,16 @@ def figure_owners(names: Sequence[str] | None, table: dict[str, dict[str, str]] 
     return [panel for panel in table if panel in owners.values()]
 
 
+def further_pages(name: str, figures: Sequence) -> list:
+    """tokens_merges_2, … when tokens_merges is asked for: a long replay's pages are one figure."""
+    if name != "tokens_merges":
+        return []
+    return [figure for figure in figures if MERGE_PAGE.fullmatch(figure.name)]
+
+
+MERGE_PAGE = re.compile(r"tokens_merges_\d+")   # a long replay's further pages (gui.merge_pages.page_name)
+
+
 class FigureHost:
     """The registered panels, each built in an offscreen window when first needed, reused for every trace."""
 
@@ -207,7 +217,7 @@ class FigureHost:
         if missing:   # the message names every figure this trace offers: draw them all, on this rare path
             available = sorted(figure.name for figure in self.figures(trace, replace(request, figures=None)))
             raise ValueError(missing_figures_message(missing, self.panels, available))
-        return [by_name[name] for name in request.figures]
+        return [figure for name in request.figures for figure in [by_name[name], *further_pages(name, figures)]]
 
     def _settle(self, panels: Sequence) -> None:
         """Let layouts settle and deferred work run before painting to files. The panels' windows are not

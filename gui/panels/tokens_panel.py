@@ -7,18 +7,16 @@ A new sentence shows the replay's last step (its tokens) unless the user pinned 
 """
 from __future__ import annotations
 
-import math
-
-from PySide6.QtCore import QSize, QStringListModel, Qt
+from PySide6.QtCore import QStringListModel, Qt
 from PySide6.QtGui import QColor
-from PySide6.QtWidgets import (QAbstractItemView, QGridLayout, QHBoxLayout, QLabel, QListView, QPushButton,
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListView, QPushButton,
                                QScrollArea, QSlider, QSplitter, QVBoxLayout, QWidget)
 
-from core.tokens_view import EMPTY_REPLAY_CSV, MAX_FIGURE_ROWS, MergeReplay, token_chips, tokens_csv
+from core.tokens_view import EMPTY_REPLAY_CSV, MergeReplay, token_chips, tokens_csv
 from gui.chip_flow import Chip, ChipFlow
-from gui.figure_pages import MAX_PAGE_WIDTH, natural_height
-from gui.theme import ink, page_background
+from gui.theme import ink
 from gui.fonts import ui_font
+from gui.merge_pages import MERGED_FILL, PIECE_FILL, MergePages, page_name, paper
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.steady_label import SteadyLabel
@@ -26,8 +24,6 @@ from gui.theme import on_paper
 
 WHOLE_FILL = QColor(222, 233, 247)      # a token made of whole characters
 FRAGMENT_FILL = QColor(252, 232, 200)   # a token holding only part of a character's bytes
-MERGED_FILL = QColor(255, 196, 120)     # pieces the current merge step just made
-PIECE_FILL = QColor(236, 236, 236)
 
 
 def legend_text() -> str:
@@ -36,15 +32,6 @@ def legend_text() -> str:
             f"<span style='background:{on_paper(FRAGMENT_FILL).name()}'>&nbsp;&nbsp;&nbsp;</span> part of a character "
             "(its bytes in hex, ‹e8 ae›) &nbsp; ␣ a space &nbsp; bytes 3–6: bytes 3, 4 and 5 of the UTF-8 "
             "(the end is not included)")
-
-
-def paper(widget: QWidget) -> QWidget:
-    """The widget on the figures' paper: white, or the dark theme's window colour."""
-    widget.setAutoFillBackground(True)
-    palette = widget.palette()
-    palette.setColor(widget.backgroundRole(), page_background())
-    widget.setPalette(palette)
-    return widget
 
 
 def opaque(widget: QWidget) -> QWidget:
@@ -68,85 +55,6 @@ def scrolled(widget: QWidget) -> QScrollArea:
     return area
 
 
-REPLAY_LINES = 40       # lines of chips the tokens_merges figure aims at
-MIN_REPLAY_ROWS = 6
-BYTE_CHIP_WIDTH = 19    # logical pixels of a one-byte chip and its gap (an estimate: wrapping is exact)
-
-
-class MergeSequence(QWidget):
-    """The tokens_merges figure: the whole replay as rows, bytes at the top, tokens at the bottom,
-    each row the pieces after one merge (the pieces it made highlighted)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        paper(self)
-        self.heading = QLabel()
-        self.heading.setFont(ui_font(10.5, bold=True))
-        self.note = QLabel()
-        self.note.setWordWrap(True)
-        self.note.setStyleSheet(f"QLabel {{ color: {ink('#555', '#bbb').name()}; }}")
-        self._grid = QGridLayout()
-        self._grid.setHorizontalSpacing(8)
-        self._grid.setVerticalSpacing(3)
-        self._grid.setColumnStretch(1, 1)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(8, 6, 8, 6)
-        layout.addWidget(self.heading)
-        layout.addLayout(self._grid)
-        layout.addWidget(self.note)
-        self._rows: list[tuple[QLabel, ChipFlow]] = []
-
-    def show_replay(self, replay: MergeReplay) -> None:
-        # a long sentence's rows wrap: fewer of them, so the page stays about REPLAY_LINES lines high
-        lines_per_row = math.ceil(len(replay.pieces_at(0)) * BYTE_CHIP_WIDTH / MAX_PAGE_WIDTH)
-        steps = replay.figure_steps(max(MIN_REPLAY_ROWS, min(MAX_FIGURE_ROWS, REPLAY_LINES // lines_per_row)))
-        while len(self._rows) < len(steps):
-            self._rows.append(self._row(len(self._rows)))
-        for i, (label, flow) in enumerate(self._rows):
-            label.setVisible(i < len(steps))
-            flow.setVisible(i < len(steps))
-            if i < len(steps):
-                shown = replay.step(steps[i])
-                label.setText(replay.row_label(steps[i]))
-                flow.set_chips([Chip((piece.text,), MERGED_FILL if piece.fresh else PIECE_FILL, piece.gap_before)
-                                for piece in shown.pieces])
-        pieces = len(replay.pieces_at(0))
-        self.heading.setText(f"BPE merge replay: {pieces} {replay.row_label(0)} → "
-                             f"{len(replay.pieces_at(replay.n_steps))} tokens in {replay.n_steps} merges")
-        skipped = replay.n_steps + 1 - len(steps)
-        self.note.setText(f"Highlighted: the pieces each merge made. {len(steps)} of {replay.n_steps + 1} steps "
-                          f"shown, evenly spread; every step is in tokens_merges.csv." if skipped else
-                          "Highlighted: the pieces each merge made; every step is in tokens_merges.csv.")
-
-    def page_size(self) -> QSize:
-        """Wide enough for the longest row on one line (up to the widest page), as tall as the rows need."""
-        rows = [(label, flow) for label, flow in self._rows if not flow.isHidden()]
-        labels = max((label.sizeHint().width() for label, _ in rows), default=0)
-        widest = max((self._one_line_width(flow) for _, flow in rows), default=0)
-        margins = self.layout().contentsMargins()
-        width = max(480, min(MAX_PAGE_WIDTH, labels + widest + self._grid.horizontalSpacing()
-                             + margins.left() + margins.right()))
-        self.resize(width, self.height())   # each row wraps at its page width before the height is asked
-        self.layout().activate()
-        return QSize(width, natural_height(self, width))
-
-    @staticmethod
-    def _one_line_width(flow: ChipFlow) -> int:
-        if not flow.chip_count():
-            return 0
-        flow.resize(100_000, flow.height())
-        return round(flow.chip_rect(flow.chip_count() - 1).right()) + 8
-
-    def _row(self, index: int) -> tuple[QLabel, ChipFlow]:
-        label = QLabel()
-        label.setFont(ui_font(8.5))
-        label.setStyleSheet(f"QLabel {{ color: {ink('#333', '#ddd').name()}; }}")
-        flow = ChipFlow(big_point_size=10.0, small_point_size=8.0)
-        self._grid.addWidget(label, index, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignTop)
-        self._grid.addWidget(flow, index, 1)
-        return label, flow
-
-
 class TokensPanel(Panel):
     title = "Tokens"
     object_name = "tokens"
@@ -158,7 +66,7 @@ class TokensPanel(Panel):
         super().__init__(parent)
         self._shown_trace = None   # the trace the chips were built for (selection changes only re-mark)
         self.replay: MergeReplay | None = None
-        self.merge_sequence = MergeSequence()   # the tokens_merges figure: off screen, drawn for export
+        self.merge_pages = MergePages()   # the tokens_merges figure's pages: off screen, drawn for export
         self.set_content(self._build())
         self.refresh()
 
@@ -320,9 +228,8 @@ class TokensPanel(Panel):
     def figures(self) -> list[Figure]:
         figures = [Figure("tokens_chips", self.chips, lambda: tokens_csv(self.trace))]
         replay = self.replay
-        if replay is not None:   # tokens added by id have no replay: the merge_view says so on screen
-            self.merge_sequence.show_replay(replay)
-        figures.append(Figure("tokens_merges", self.merge_sequence if replay is not None else self.merge_view,
-                              lambda: replay.csv() if replay is not None else EMPTY_REPLAY_CSV,
-                              page_size=self.merge_sequence.page_size if replay is not None else None))
-        return figures
+        if replay is None:   # tokens added by id have no replay: the merge_view says so on screen
+            return figures + [Figure(page_name(0), self.merge_view, lambda: EMPTY_REPLAY_CSV)]
+        pages = self.merge_pages.show_replay(replay)
+        return figures + [Figure(page_name(i), page, replay.csv if i == 0 else None, page_size=page.page_size)
+                          for i, page in enumerate(pages)]
