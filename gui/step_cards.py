@@ -27,6 +27,7 @@ FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
 FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
 MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
+MAX_WIDENING = 1.8                    # a number column widens up to this many times NUMBER_COLUMN to fill a card
 CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
 PAGE_ROWS = 24                        # rows a step's figure shows (the dock: core.steps.MAX_TOKENS_SHOWN); a
 # sentence for a slide fits (more rows cost export time and are not legible at slide width)
@@ -67,9 +68,9 @@ def left_out(shown: Sequence[int | None], position: int, total: int) -> int:
 
 
 def two_lines(label: str) -> str:
-    """"12 ␣because" -> "12\n␣becau…": position above token, for a narrow column."""
+    """"12 ␣because" -> "12\n␣because": position above token (elided as every token label is), for a narrow column."""
     position, _, token = label.partition(" ")
-    return f"{position}\n{elide(token, 7)}"
+    return f"{position}\n{elide(token)}"
 
 
 def runs(indices: Sequence[int]) -> list[tuple[int, int]]:
@@ -253,9 +254,17 @@ class CompactTable(QTableView):
         gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
         numbers = gaps.count(False)
         room = self.width() - self._row_header_width() - 2 * self.frameWidth() - GAP_COLUMN * gaps.count(True)
-        width = int(min(max(default, room / max(numbers, 1)), 1.8 * default))
+        width = int(min(max(default, room / max(numbers, 1)), MAX_WIDENING * default))
         for c, gap in enumerate(gaps):
             self.setColumnWidth(c, GAP_COLUMN if gap else width)
+
+    def widest_content_width(self) -> int:
+        """The table's width with every number column as wide as _set_column_widths lets it grow."""
+        model = self.model()
+        gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
+        number = int(MAX_WIDENING * self.horizontalHeader().defaultSectionSize())
+        return (self._row_header_width() + 2 * self.frameWidth()
+                + sum(GAP_COLUMN if gap else number for gap in gaps))
 
     def scroll_to_highlight(self) -> None:
         """A table wider than the card scrolls sideways to the selected key's column."""
@@ -475,11 +484,22 @@ class Card(QFrame):
     def page_size(self) -> QSize:
         """The card's page: PAGE_WIDTH, wider (up to MAX_PAGE_WIDTH) for a table of keys to show every key
         of a sentence; as high as its table then is."""
+        if self._step is None:   # a table filled by hand (the dot product): as wide as its content
+            width = self._content_width()
+            return QSize(width, natural_height(self, width))
         width = PAGE_WIDTH
-        if self._step is not None and self._step.col_axis == "keys":
+        if self._step.col_axis == "keys":
             every_key = CARD_CHROME + self._row_header_px() + self._step.values.shape[1] * NUMBER_COLUMN
             width = max(PAGE_WIDTH, min(MAX_PAGE_WIDTH, every_key))
         return QSize(width, natural_height(self, width))
+
+    def _content_width(self) -> int:
+        """The title and formula on one line beside the heatmap, or the table with its columns widened as far
+        as they go, whichever is wider: the note wraps within that, and no blank band is left beside them."""
+        texts = max(self.title.sizeHint().width(), self.formula.sizeHint().width())
+        top = texts + self.layout().itemAt(0).layout().spacing() + self.heatmap.width()
+        table = self.table.widest_content_width()
+        return max(top, table) + CARD_CHROME
 
     def _show_window(self, columns: int) -> None:
         step = self._step.with_columns(columns)

@@ -185,8 +185,8 @@ class StepPanel(Panel):
         values, rows, cols = dot_product_table(dot)
         card.model.set_window(values, range(len(rows)), range(len(cols)), rows, cols, (), (2,))
         strip = np.vstack([dot.q, dot.k, dot.terms])  # [3, Dh]
-        card.heatmap.set_matrix(strip, True, range(3), range(n), (2,), (),
-                                f"q, k, q×k × {n} head dims")
+        # no ticks: the table shows every row and dim, and its columns name them
+        card.heatmap.set_matrix(strip, True, (), (), (2,), (), f"rows q, k, q×k; {n} head dims")
 
     def _summary_text(self, trace, calc: HeadCalculation) -> str:
         cfg = trace.config
@@ -227,7 +227,7 @@ class StepPanel(Panel):
                         page_size=self._cards[step.key].page_size)
                  for i, step in enumerate(calc.steps)]
         return [Figure("step_by_step", self.overview, table=lambda: self._overview_csv(calc)), *steps,
-                Figure("step_dot_product", self.dot_card, table=calc.dot.csv)]
+                Figure("step_dot_product", self.dot_card, table=calc.dot.csv, page_size=self.dot_card.page_size)]
 
     def _heading(self, calc: HeadCalculation) -> str:
         trace = self.trace

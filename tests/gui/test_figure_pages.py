@@ -132,3 +132,31 @@ def test_export_writes_no_empty_sweep_figures_and_says_why_when_asked(host, bund
         with pytest.raises(ValueError) as error:
             host.figures(trace, ExportRequest(formats=("png",), figures=(name,)))
         assert said in str(error.value) and command in str(error.value)
+
+
+def test_the_dot_product_page_is_as_wide_as_its_content(host, bundle):
+    """No blank band: the heatmap follows the formula closely, and the page ends a margin after the wider
+    of that top line and the table."""
+    trace = analyse(NumpyRunner(bundle), LONG)
+    figure = next(f for f in host.figures(trace, ExportRequest(figures=("step_dot_product",))))
+    with on_page(figure) as card:
+        texts_end = max(card.formula.geometry().left() + card.formula.sizeHint().width(),
+                        card.title.geometry().left() + card.title.sizeHint().width())
+        heatmap = card.heatmap.geometry()
+        assert heatmap.left() - texts_end <= 40 or card.table.geometry().right() >= heatmap.right()
+        assert card.width() - max(heatmap.right(), card.table.geometry().right()) <= 40
+        assert card.table.geometry().bottom() <= card.height()
+
+
+def test_the_dot_products_heatmap_draws_no_bare_ticks(host, bundle):
+    """Its rows and dims are named by its caption and the table: no unlabelled tick marks on its edges."""
+    trace = analyse(NumpyRunner(bundle), SHORT)
+    figure = next(f for f in host.figures(trace, ExportRequest(figures=("step_dot_product",))))
+    heatmap = figure.widget.heatmap
+    image = heatmap.grab().toImage()
+    scale = image.width() / heatmap.width()
+    margin, side = heatmap.MARGIN, heatmap.IMAGE
+    background = image.pixelColor(1, 1)
+    left_edge = [image.pixelColor(int((margin - 3) * scale), int((margin + y) * scale)) for y in range(side.height())]
+    top_edge = [image.pixelColor(int((margin + x) * scale), int((margin - 3) * scale)) for x in range(side.width())]
+    assert all(colour == background for colour in left_edge + top_edge)

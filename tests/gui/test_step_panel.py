@@ -16,6 +16,7 @@ from core.session import analyse
 from gui import export
 from gui.panels.step_panel import StepPanel
 from gui.step_cards import format_value, two_lines, with_gaps
+from gui.text_fit import elide
 from core.steps import index_ranges
 from gui.selection import Selection
 
@@ -187,7 +188,9 @@ def test_number_format_is_about_three_significant_digits():
 
 def test_gaps_mark_skipped_rows_and_long_column_labels_wrap():
     assert with_gaps([0, 1, 5, 6, 9]) == [0, 1, None, 5, 6, None, 9]
-    assert two_lines("12 ␣because") == "12\n␣becau…"
+    assert two_lines("12 ␣because") == "12\n␣because"
+    assert two_lines("8 ‹e6 95›散") == "8\n‹e6 95›散"   # a character's bytes whole, as in the row labels
+    assert two_lines("3 ␣extraordinarily") == "3\n" + elide("␣extraordinarily") != "3\n␣extraordinarily"
 
 
 def words_of_tokens(bundle, low: int, high: int) -> str:
