@@ -57,7 +57,8 @@ class ReplayRow:
         self.label.setFont(ui_font(8.5))
         self.label.setStyleSheet(f"QLabel {{ color: {ink('#333', '#ddd').name()}; }}")
         self.flow = ChipFlow(big_point_size=10.0, small_point_size=8.0)
-        self.flow.set_chips(replay_chips(replay, step))
+        self.chips = replay_chips(replay, step)
+        self.flow.set_chips(self.chips)
 
     def one_line_width(self) -> float:
         """The pieces' width on one line (the flow wraps them at any narrower width)."""

@@ -31,7 +31,7 @@ def merge_pages(host, trace) -> list:
 def shown_rows(pages) -> list[tuple[str, list[str], list[bool]]]:
     """Every row of every page, in order: its label, its pieces' text and which are highlighted."""
     return [(row.label.text(), [row.flow.chip_lines(i)[0] for i in range(row.flow.chip_count())],
-             [row.flow._chips[i].fill == MERGED_FILL for i in range(row.flow.chip_count())])
+             [chip.fill == MERGED_FILL for chip in row.chips])
             for page in pages for row in page.widget.rows]
 
 
@@ -51,7 +51,6 @@ def test_every_merge_of_the_replay_has_its_row(host, bundle, text):
 
 def test_a_long_replay_goes_on_numbered_pages_that_say_what_they_hold(host, bundle):
     trace = analyse(NumpyRunner(bundle), text_of_tokens(bundle.tokenizer, 64))
-    replay = MergeReplay(trace.tokenization)
     pages = merge_pages(host, trace)
     assert len(pages) > 1 and pages[1].name == "tokens_merges_2"
     assert pages[0].table is not None and all(page.table is None for page in pages[1:])   # one CSV: every step
