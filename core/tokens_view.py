@@ -137,6 +137,16 @@ class MergeReplay:
             ReplayPiece(text, new, start in words)
             for text, new, start in zip(self._shown(pieces), self._fresh(step, previous, pieces, starts), starts)))
 
+    def changed_words(self, step: int) -> tuple[ReplayPiece, ...]:
+        """The pieces after `step` of only the words (pre-tokens) its merge changed, in sentence order: a merge
+        never crosses a word, so the rest of the sentence is as the step before left it."""
+        words: list[list[ReplayPiece]] = []
+        for piece in self.step(step).pieces:
+            if piece.gap_before or not words:
+                words.append([])
+            words[-1].append(piece)
+        return tuple(piece for word in words if any(p.fresh for p in word) for piece in word)
+
     def row_label(self, step: int) -> str:
         """A short name for one row of the replay figure: "bytes", or "3. ‘t’ + ‘h’"."""
         if step == 0:

@@ -1,9 +1,10 @@
 """The tokens_merges figure: the whole BPE merge replay as rows, bytes at the top, tokens at the bottom.
 
 Each row is the sentence's pieces after one merge, the pieces that merge made highlighted; every step
-of core.tokens_view.MergeReplay has its row. A replay too tall for one page (a long sentence wraps each
-row over several lines and needs hundreds of merges) goes on several pages of about equal height,
-tokens_merges, tokens_merges_2, …, each saying which steps it holds: no row is ever left out.
+of core.tokens_view.MergeReplay has its row. A long sentence (past WHOLE_ROWS_BYTES) would wrap every row
+over many lines: between its bytes and its tokens each row then shows only the words its merge changed.
+A replay too tall for one page goes on several pages of about equal height, tokens_merges,
+tokens_merges_2, …, each saying which steps it holds: no row is ever left out.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ ROW_SPACING = 3
 LABEL_GAP = 8             # between a row's label and its pieces
 MARGINS = (8, 6, 8, 6)
 PAGE_NAME = "tokens_merges"
+WHOLE_ROWS_BYTES = 80     # a sentence up to this long shows all of it on every row; a longer one (whose rows
+                          # wrap over many lines: hundreds of pages) shows, between its bytes and its tokens,
+                          # only the words each merge changed
 
 
 def page_name(index: int) -> str:
@@ -33,10 +37,16 @@ def page_name(index: int) -> str:
     return PAGE_NAME if index == 0 else f"{PAGE_NAME}_{index + 1}"
 
 
-def replay_chips(replay: MergeReplay, step: int) -> list[Chip]:
-    """The pieces after `step` as chips, those its merge made highlighted, a wider gap before each word."""
-    return [Chip((piece.text,), MERGED_FILL if piece.fresh else PIECE_FILL, piece.gap_before)
-            for piece in replay.step(step).pieces]
+def whole_rows(replay: MergeReplay) -> bool:
+    """Does every row show the whole sentence (else only the words its merge changed)?"""
+    return len(replay.pieces_at(0)) <= WHOLE_ROWS_BYTES
+
+
+def replay_chips(replay: MergeReplay, step: int, whole: bool = True) -> list[Chip]:
+    """The pieces after `step` as chips (whole: all of them; else, but for the bytes and the tokens, those of the
+    words its merge changed), the pieces it made highlighted, a wider gap before each word."""
+    pieces = replay.step(step).pieces if whole or step in (0, replay.n_steps) else replay.changed_words(step)
+    return [Chip((piece.text,), MERGED_FILL if piece.fresh else PIECE_FILL, piece.gap_before) for piece in pieces]
 
 
 def paper(widget: QWidget) -> QWidget:
@@ -51,13 +61,13 @@ def paper(widget: QWidget) -> QWidget:
 class ReplayRow:
     """One step of the replay: its label ("3. ‘t’ + ‘h’") and its pieces."""
 
-    def __init__(self, replay: MergeReplay, step: int) -> None:
+    def __init__(self, replay: MergeReplay, step: int, whole: bool) -> None:
         self.step = step
         self.label = QLabel(replay.row_label(step))
         self.label.setFont(ui_font(8.5))
         self.label.setStyleSheet(f"QLabel {{ color: {ink('#333', '#ddd').name()}; }}")
         self.flow = ChipFlow(big_point_size=10.0, small_point_size=8.0)
-        self.chips = replay_chips(replay, step)
+        self.chips = replay_chips(replay, step, whole)
         self.flow.set_chips(self.chips)
 
     def one_line_width(self) -> float:
@@ -115,11 +125,13 @@ class MergePages:
             for page in self.pages:
                 page.deleteLater()
             self._replay = replay
-            self.pages = self._paginate(replay, [ReplayRow(replay, step) for step in range(replay.n_steps + 1)])
+            whole = whole_rows(replay)
+            rows = [ReplayRow(replay, step, whole) for step in range(replay.n_steps + 1)]
+            self.pages = self._paginate(replay, rows, whole)
         return self.pages
 
     @staticmethod
-    def _paginate(replay: MergeReplay, rows: list[ReplayRow]) -> list[MergePage]:
+    def _paginate(replay: MergeReplay, rows: list[ReplayRow], whole: bool) -> list[MergePage]:
         labels = max(row.label.sizeHint().width() for row in rows)
         sides = MARGINS[0] + MARGINS[2] + LABEL_GAP
         width = max(MIN_PAGE_WIDTH, min(MAX_PAGE_WIDTH, round(labels + max(r.one_line_width() for r in rows) + sides)))
@@ -138,6 +150,7 @@ class MergePages:
                 heading = f"BPE merge replay, page {index + 1} of {len(split)} (steps {first}–{last}): {total}"
                 where = (f"steps 0–{replay.n_steps} on {len(split)} pages ({page_name(0)} … "
                          f"{page_name(len(split) - 1)}), and in tokens_merges.csv")
-            note = f"Highlighted: the pieces each merge made; {where}."
+            shown = "" if whole else " Between the bytes and the tokens, each row shows only the words its merge changed."
+            note = f"Highlighted: the pieces each merge made; {where}.{shown}"
             pages.append(MergePage(heading, rows[first:last + 1], note, width))
         return pages

@@ -9,18 +9,11 @@ from core.runners import NumpyRunner
 from core.session import analyse
 from core.tokens_view import MergeReplay
 from gui.figure_pages import on_page
-from gui.headless import ExportRequest, FigureHost
-from gui.merge_pages import MERGED_FILL, PAGE_ROWS_HEIGHT, page_name
+from gui.headless import ExportRequest
+from gui.merge_pages import MERGED_FILL, PAGE_ROWS_HEIGHT, page_name, whole_rows
 
 ENGLISH = "The quick brown fox jumps over the lazy dog."
 CHINESE = "我们今天去公园散步，看到了很多花。"
-
-
-@pytest.fixture(scope="module")
-def host(qapp):
-    host = FigureHost()
-    yield host
-    host.close()
 
 
 def merge_pages(host, trace) -> list:
@@ -41,8 +34,15 @@ def test_every_merge_of_the_replay_has_its_row(host, bundle, text):
         text = text_of_tokens(bundle.tokenizer, 64)
     trace = analyse(NumpyRunner(bundle), text)
     replay = MergeReplay(trace.tokenization)
-    expected = [(replay.row_label(k), [p.text for p in replay.step(k).pieces], [p.fresh for p in replay.step(k).pieces])
+    whole = whole_rows(replay)
+    assert whole == (text in (ENGLISH, CHINESE))   # a long sentence's rows: only the words each merge changed
+
+    def pieces(k):
+        return replay.step(k).pieces if whole or k in (0, replay.n_steps) else replay.changed_words(k)
+
+    expected = [(replay.row_label(k), [p.text for p in pieces(k)], [p.fresh for p in pieces(k)])
                 for k in range(replay.n_steps + 1)]
+    assert all(any(fresh) for _, _, fresh in expected[1:])   # every merge's row shows what it made
     pages = merge_pages(host, trace)
     assert [page.name for page in pages] == [page_name(i) for i in range(len(pages))]
     assert shown_rows(pages) == expected   # every step once, in order, bytes first and tokens last
