@@ -27,7 +27,6 @@ FORMULA_FAMILIES = ("DejaVu Sans", "Noto Sans", "Arial")
 FORMULA_INK = ("#1a4d8f", "#8fb8f0")  # (on white, on the dark theme)
 NUMBER_COLUMN, GAP_COLUMN = 52, 18    # px: a column of numbers ("-0.00385"), a column of "…"
 MIN_COLUMNS = 4                       # number columns a table shows however narrow the panel
-MAX_WIDENING = 1.8                    # a number column widens up to this many times NUMBER_COLUMN to fill a card
 CARD_CHROME = 36                      # px of a card's width that its table cannot use: margins, frames
 PAGE_ROWS = 24                        # rows a step's figure shows (the dock: core.steps.MAX_TOKENS_SHOWN); a
 # sentence for a slide fits (more rows cost export time and are not legible at slide width)
@@ -254,17 +253,9 @@ class CompactTable(QTableView):
         gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
         numbers = gaps.count(False)
         room = self.width() - self._row_header_width() - 2 * self.frameWidth() - GAP_COLUMN * gaps.count(True)
-        width = int(min(max(default, room / max(numbers, 1)), MAX_WIDENING * default))
+        width = int(min(max(default, room / max(numbers, 1)), 1.8 * default))
         for c, gap in enumerate(gaps):
             self.setColumnWidth(c, GAP_COLUMN if gap else width)
-
-    def widest_content_width(self) -> int:
-        """The table's width with every number column as wide as _set_column_widths lets it grow."""
-        model = self.model()
-        gaps = [model.is_gap_column(c) for c in range(model.columnCount())]
-        number = int(MAX_WIDENING * self.horizontalHeader().defaultSectionSize())
-        return (self._row_header_width() + 2 * self.frameWidth()
-                + sum(GAP_COLUMN if gap else number for gap in gaps))
 
     def scroll_to_highlight(self) -> None:
         """A table wider than the card scrolls sideways to the selected key's column."""
@@ -494,12 +485,11 @@ class Card(QFrame):
         return QSize(width, natural_height(self, width))
 
     def _content_width(self) -> int:
-        """The title and formula on one line beside the heatmap, or the table with its columns widened as far
-        as they go, whichever is wider: the note wraps within that, and no blank band is left beside them."""
+        """The title and formula on one line beside the heatmap, or the table, whichever is wider: the note
+        wraps within that, and no blank band is left beside the heatmap."""
         texts = max(self.title.sizeHint().width(), self.formula.sizeHint().width())
         top = texts + self.layout().itemAt(0).layout().spacing() + self.heatmap.width()
-        table = self.table.widest_content_width()
-        return max(top, table) + CARD_CHROME
+        return max(top, self.table.sizeHint().width()) + CARD_CHROME
 
     def _show_window(self, columns: int) -> None:
         step = self._step.with_columns(columns)
