@@ -17,7 +17,7 @@ from core.tokens_view import MergeReplay
 from gui.chip_flow import Chip, ChipFlow
 from gui.figure_pages import MAX_PAGE_WIDTH, natural_height
 from gui.fonts import ui_font
-from gui.theme import ink, page_background
+from gui.theme import ink, paint_as_page
 
 MERGED_FILL = QColor(255, 196, 120)     # pieces the row's merge just made
 PIECE_FILL = QColor(236, 236, 236)
@@ -49,15 +49,6 @@ def replay_chips(replay: MergeReplay, step: int, whole: bool = True) -> list[Chi
     return [Chip((piece.text,), MERGED_FILL if piece.fresh else PIECE_FILL, piece.gap_before) for piece in pieces]
 
 
-def paper(widget: QWidget) -> QWidget:
-    """The widget on the figures' paper: white, or the dark theme's window colour."""
-    widget.setAutoFillBackground(True)
-    palette = widget.palette()
-    palette.setColor(widget.backgroundRole(), page_background())
-    widget.setPalette(palette)
-    return widget
-
-
 class ReplayRow:
     """One step of the replay: its label ("3. ‘t’ + ‘h’") and its pieces."""
 
@@ -82,7 +73,7 @@ class MergePage(QWidget):
 
     def __init__(self, heading: str, rows: list[ReplayRow], note: str, width: int) -> None:
         super().__init__()
-        paper(self)
+        paint_as_page(self)
         self.rows = rows
         self.page_width = width
         self.heading = QLabel(heading)

@@ -58,7 +58,7 @@ def page_style() -> str:
     return f"background: {PAPER[_current['theme']]}; color: {INK[_current['theme']]};"
 
 
-def paint_as_page(widget: QWidget) -> None:
+def paint_as_page(widget: QWidget) -> QWidget:
     """The widget and its children (labels, tables and their headers) on the figures' paper, in their ink."""
     widget.setAutoFillBackground(True)
     palette = widget.palette()
@@ -70,6 +70,7 @@ def paint_as_page(widget: QWidget) -> None:
     for role in (QPalette.ColorRole.WindowText, QPalette.ColorRole.Text, QPalette.ColorRole.ButtonText):
         palette.setColor(role, text)
     widget.setPalette(palette)
+    return widget
 
 
 def tint(colour: QColor, strength: float) -> QColor:

@@ -19,7 +19,7 @@ from core.trace_fields import logits_from
 from gui import plotting  # noqa: F401  (pyqtgraph's row-major, white-background configuration)
 from gui.candidate_bars import AFTER_COLOUR, RAW_COLOUR, RULED_OUT_EDGE, CandidateBars
 from gui.figure_frame import scrolling
-from gui.theme import ink, page_background
+from gui.theme import paint_as_page
 from gui.fonts import ui_font
 from gui.intervention_banner import interventions_text
 from gui.intervention_effect_view import InterventionEffectView
@@ -82,11 +82,7 @@ class NextTokenPanel(Panel):
 
     # ---------------------------------------------------------------- building (once)
     def _build_figure_box(self) -> None:
-        self.figure_box.setAutoFillBackground(True)
-        palette = self.figure_box.palette()
-        palette.setColor(self.figure_box.backgroundRole(), page_background())   # white, or --theme dark's
-        palette.setColor(self.figure_box.foregroundRole(), ink("black", "#e6e6e6"))
-        self.figure_box.setPalette(palette)
+        paint_as_page(self.figure_box)   # white, or --theme dark's
         self.header.setFont(ui_font(bold=True))
         # A wrapped label's least width is its longest word, here the token in quotes: a new one would change
         # the page's least size and lay the whole window out again (the dock, every panel) for nothing.

@@ -14,13 +14,12 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListView
 
 from core.tokens_view import EMPTY_REPLAY_CSV, MergeReplay, token_chips, tokens_csv
 from gui.chip_flow import Chip, ChipFlow
-from gui.theme import ink
 from gui.fonts import ui_font
-from gui.merge_pages import MERGED_FILL, PIECE_FILL, MergePages, page_name, paper
+from gui.merge_pages import MERGED_FILL, PIECE_FILL, MergePages, page_name
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.steady_label import SteadyLabel
-from gui.theme import on_paper
+from gui.theme import ink, on_paper, paint_as_page
 
 WHOLE_FILL = QColor(222, 233, 247)      # a token made of whole characters
 FRAGMENT_FILL = QColor(252, 232, 200)   # a token holding only part of a character's bytes
@@ -43,7 +42,7 @@ def opaque(widget: QWidget) -> QWidget:
 
 def scrolled(widget: QWidget) -> QScrollArea:
     """widget at the top of a paper-coloured, vertically scrolling area (it keeps its own height)."""
-    holder = paper(QWidget())
+    holder = paint_as_page(QWidget())
     layout = QVBoxLayout(holder)
     layout.setContentsMargins(0, 0, 0, 0)
     layout.addWidget(widget)
@@ -129,7 +128,7 @@ class TokensPanel(Panel):
             controls.addWidget(widget, stretch)
 
         # What the tokens_merges figure shows: the caption and the pieces after the current step.
-        self.merge_view = paper(QWidget())
+        self.merge_view = paint_as_page(QWidget())
         self.merge_view.setObjectName("tokens_merges")
         self.step_label = SteadyLabel()
         self.step_label.setWordWrap(True)
