@@ -326,7 +326,7 @@ class HeadLinesView(QWidget):
             # Device pixels per widget pixel (2 for a PNG at twice the size); capped, as a 10x image
             # would cost far more memory than it adds sharpness to thin lines.
             ratio = min(max(self.devicePixelRatioF(), abs(painter.deviceTransform().m11())), 4.0)
-            image, target = self._lines_image(g, ratio, self._band(event.rect()))
+            image, target = self._lines_image(g, ratio, event.rect())
             # Smoothing only where the image is stretched: asked for it, Qt filters every pixel of a plain copy too.
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, not _one_to_one(painter, target, image))
             painter.drawImage(target, image)
@@ -334,29 +334,34 @@ class HeadLinesView(QWidget):
             self._paint_vector_lines(painter, g)
         self._paint_labels(painter, g, event.rect())
 
-    def _band(self, exposed: QRect) -> tuple[int, int]:
-        """The rows (widget pixels) worth rasterising: what is on screen in the scroll area and as much
-        again above and below, so scrolling a little reuses the image. A long sentence's view is
-        thousands of pixels tall; the screen shows a few hundred."""
+    def _band(self, exposed: QRect, margin: bool) -> tuple[int, int]:
+        """The rows (widget pixels) worth rasterising: what is on screen in the scroll area, and with
+        `margin` as much again above and below, so that scrolling on reuses the image. A long
+        sentence's view is thousands of pixels tall; the screen shows a few hundred."""
         shown = self.visibleRegion().boundingRect().united(exposed)
         if shown.isEmpty():   # rendered off screen (an export): everything
             return 0, self.height()
-        margin = shown.height()
-        return max(0, shown.top() - margin), min(self.height(), shown.bottom() + 1 + margin)
+        extra = shown.height() if margin else 0
+        return max(0, shown.top() - extra), min(self.height(), shown.bottom() + 1 + extra)
 
-    def _lines_image(self, g: LinesGeometry, ratio: float, band: tuple[int, int]) -> tuple[QImage, QRectF]:
-        """The lines in rows band = [top, bottom) as one premultiplied RGBA image at `ratio` device
-        pixels per widget pixel.
+    def _lines_image(self, g: LinesGeometry, ratio: float, exposed: QRect) -> tuple[QImage, QRectF]:
+        """The lines in the rows on screen (and `exposed`) as one premultiplied RGBA image at `ratio`
+        device pixels per widget pixel.
 
-        Made by rasterise_lines and kept until it changes: repaints inside the band only copy it.
+        Made by rasterise_lines and kept until it changes: repaints inside its rows only copy it. A new
+        picture covers what is on screen (it is drawn while the user waits for a new sentence);
+        scrolling out of it rasterises a margin above and below too, so that scrolling on reuses it.
         The full picture and the hovered token's lines are cached apart, so leaving a token shows
         the full picture again at once.
         """
         key = (self.width(), self.height(), g)
         slot = ("full" if self._focus is None else self._focus, ratio)
         cached = self._line_images.get(slot)
-        if cached is not None and cached[0][0] == key and cached[0][1][0] <= band[0] and band[1] <= cached[0][1][1]:
-            return cached[1]
+        band = self._band(exposed, margin=False)
+        if cached is not None and cached[0][0] == key:
+            if cached[0][1][0] <= band[0] and band[1] <= cached[0][1][1]:
+                return cached[1]
+            band = self._band(exposed, margin=True)   # scrolled out of the picture: scrolling goes on
         top, height = band[0] * ratio, int(math.ceil((band[1] - band[0]) * ratio))
         weights = self._drawn_weights(self._focus)
         thickness = (self.THICK if self._focus is not None else self.THIN) * ratio

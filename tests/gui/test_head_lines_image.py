@@ -22,3 +22,57 @@ def test_widened_columns_match_a_smooth_scaling_in_argb32(qtbot):
     widened = widen_columns(rgba[..., ARGB32_BYTES] * 255 + 0.5, LINE_COLUMN_WIDTH).astype(np.uint8)
     assert widened.shape == expected.shape
     assert np.abs(widened.astype(int) - expected.astype(int)).max() <= 1
+
+
+def _lines_in_scroll_area(qtbot, tokens: int = 64):
+    from PySide6.QtGui import QColor
+    from PySide6.QtWidgets import QScrollArea
+
+    from gui.head_lines import HeadLinesView
+
+    rng = np.random.default_rng(1)
+    weights = np.tril(rng.random((1, tokens, tokens))) ** 4
+    weights /= weights.sum(axis=2, keepdims=True)
+    view = HeadLinesView()
+    view.set_lines([f"t{i}" for i in range(tokens)], weights, [QColor(40, 90, 200)], ["head 0"], "layer 0 · head 0")
+    area = QScrollArea()
+    area.setWidget(view)
+    area.setWidgetResizable(True)
+    area.resize(420, 300)
+    qtbot.addWidget(area)
+    area.show()
+    qtbot.waitExposed(area)
+    return area, view
+
+
+def _on_screen(area) -> np.ndarray:
+    return _pixels(area.viewport().grab().toImage())
+
+
+def _pixels(image: QImage) -> np.ndarray:  # -> [rows, columns, 4], a copy (the image's memory goes with it)
+    image = image.convertToFormat(QImage.Format.Format_RGB32)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4).copy()
+
+
+def _cached_rows(view) -> tuple[int, int]:
+    (_, band), _ = view._line_images[("full", 1.0)]
+    return band
+
+
+def test_a_new_picture_rasterises_the_rows_on_screen_and_scrolling_shows_every_line(qtbot):
+    """Drawn for a new sentence, the lines image covers what is on screen, not the whole tall view; scrolled
+    past it, the view shows exactly the lines a full render of the view has there."""
+    area, view = _lines_in_scroll_area(qtbot)
+    assert view.height() > 3 * area.viewport().height()   # tall enough for the band to matter
+    _on_screen(area)
+    top, bottom = _cached_rows(view)
+    assert top == 0 and bottom <= area.viewport().height() + 2
+    full_pixels = _pixels(view.grab().toImage())   # rendered off screen: every row
+    for scroll in (area.viewport().height() // 2, view.height() // 2, view.height()):
+        area.verticalScrollBar().setValue(scroll)
+        shown = _on_screen(area)
+        offset = area.verticalScrollBar().value()
+        expected = full_pixels[offset: offset + shown.shape[0], : shown.shape[1]]
+        assert np.abs(shown[: expected.shape[0]].astype(int) - expected.astype(int)).max() <= 2, scroll
+        top, bottom = _cached_rows(view)
+        assert top <= offset and offset + area.viewport().height() <= bottom
