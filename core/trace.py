@@ -258,7 +258,14 @@ class Trace:
         """Output names of the float fields holding NaN or an infinity, in output order.
 
         The causal mask's -inf in `scores` is by design and does not count; +inf or NaN there does.
+        Looked for once per trace (the arrays are read-only): the app's worker asks before the UI does.
         """
+        found = self.__dict__.get("_nonfinite")   # a frozen dataclass: kept beside the fields, not in them
+        if found is None:
+            found = self.__dict__["_nonfinite"] = tuple(self._find_nonfinite())
+        return list(found)
+
+    def _find_nonfinite(self) -> list[str]:
         found = []
         for name, a in self.to_arrays().items():
             if a.dtype.kind != "f" or name in ("head_mask",):
