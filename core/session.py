@@ -12,7 +12,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.runners import Runner
+from core.bundle import Bundle
+from core.interventions import Interventions
+from core.runners import Runner, check_interventions
 from core.tokenizer import BPETokenizer, Tokenization, clean_text
 from core.trace import Trace
 
@@ -108,9 +110,29 @@ def run_prepared(runner: Runner, prepared: Prepared, *, head_mask=None, expert_o
     trace = runner.run(tokenization.ids, head_mask=head_mask, expert_override=override, interventions=interventions,
                        fields=fields)
     checkpoint()
+    return _labelled(trace, prepared, runner.bundle.tokenizer)
+
+
+def _labelled(trace: Trace, prepared: Prepared, tokenizer: BPETokenizer) -> Trace:
+    tokenization = prepared.tokenization
     labels = tuple(token.display for token in tokenization.tokens)
     trace = trace.with_text(labels, tokenization.text, prepared.truncated_chars, tokenization)
-    return _with_vocab_labels(trace, runner.bundle.tokenizer)
+    return _with_vocab_labels(trace, tokenizer)
+
+
+def tokens_trace(bundle: Bundle, backend: str, prepared: Prepared,
+                 interventions: Interventions | None = None) -> Trace | None:
+    """A run of `prepared` before the model has run: its tokens, labels and interventions, and no field
+    (fields=frozenset()). What a panel reading only the tokenization draws while the model runs, which on a
+    big model takes seconds. None where the run itself will fail (no tokens, interventions that do not fit):
+    the run says why."""
+    try:
+        ids, filled = check_interventions(bundle.config, prepared.tokenization.ids, interventions or Interventions())
+    except ValueError:
+        return None
+    trace = Trace.from_outputs(bundle.config, ids, {}, head_mask=filled.head_mask, expert_override=filled.expert_override,
+                               interventions=filled, backend=backend, weights=bundle.weights, fields=frozenset())
+    return _labelled(trace, prepared, bundle.tokenizer).validate()
 
 
 def analyse(runner: Runner, text: str, *, head_mask=None, expert_override=None, interventions=None,

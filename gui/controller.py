@@ -35,7 +35,7 @@ from core.interventions import Interventions
 from core.head_roles import probe_roles
 from core.runners import NumpyRunner, OnnxRunner, Runner, fields_context, max_difference
 from core.sampling import SamplingSettings, generate
-from core.session import (Checkpoint, Prepared, cut_notice, no_checkpoint, prepare_ids, prepare_text,
+from core.session import (Checkpoint, Prepared, cut_notice, no_checkpoint, prepare_ids, prepare_text, tokens_trace,
                           run_labelled_by_id, run_prepared, text_of_ids)
 from core.trace import LAST_LOGITS, Trace
 from core.trace_fields import trace_holds, union_of_requests, widened
@@ -108,9 +108,16 @@ def prepare_state(runners: Runners, state: SentenceState, fields=None) -> Prepar
 
 
 def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
-                     checkpoint: Checkpoint = no_checkpoint, **interventions) -> RunResult:
-    """One analysis of `state`. "both" runs ONNX and NumPy on the same tokens and measures their difference."""
+                     checkpoint: Checkpoint = no_checkpoint, on_tokens: Callable[[Trace], None] | None = None,
+                     **interventions) -> RunResult:
+    """One analysis of `state`. "both" runs ONNX and NumPy on the same tokens and measures their difference.
+    on_tokens(trace) hears the tokens-only trace (core.session.tokens_trace) once the text is tokenized,
+    before the model runs."""
     prepared = prepare_state(runners, state, interventions.get("fields"))
+    if on_tokens is not None and prepared is not None:
+        preview = tokens_trace(runners.bundle, _needed(backend)[0], prepared, interventions.get("interventions"))
+        if preview is not None:
+            on_tokens(preview)
 
     def once(name: str) -> Trace:
         checkpoint()
@@ -119,7 +126,9 @@ def run_with_backend(runners: Runners, backend: str, state: SentenceState, *,
             trace = run_labelled_by_id(runner, state.ids, checkpoint=checkpoint, **interventions)
         else:
             trace = run_prepared(runner, prepared, checkpoint=checkpoint, **interventions)
-        return trace.validate()   # a graph whose outputs have the wrong shapes fails here, with the field named
+        trace = trace.validate()   # a graph whose outputs have the wrong shapes fails here, with the field named
+        trace.nonfinite_fields()   # looked for here, off the UI thread (the notice reads it)
+        return trace
 
     if backend != "both":
         return RunResult(once(backend))
@@ -203,6 +212,7 @@ class _Mailbox(QObject):
     sigDone = Signal(int, object)     # (job id, result)
     sigFailed = Signal(int, str)      # (job id, one-line message)
     sigSkipped = Signal(int)          # (job id): stale before it started, or stopped at a checkpoint
+    sigTokens = Signal(int, object)   # (job id, its tokens-only Trace): the text is tokenized, the model runs
 
 
 @lru_cache(maxsize=16)   # every run asks (fields_to_run); the sum walks every field of every layer
@@ -250,6 +260,10 @@ class _Worker:
                 self._post(self._mailbox.sigDone, job_id, result)
             finally:
                 self._running_detachable = True
+
+    def tokens_poster(self, job_id: int) -> Callable[[Trace], None]:
+        """What a job calls on this thread with its tokens-only trace (run_with_backend's on_tokens)."""
+        return lambda trace: self._post(self._mailbox.sigTokens, job_id, trace)
 
     def _post(self, signal, *args) -> None:
         with self._post_lock:
@@ -301,6 +315,8 @@ class Controller(QObject):
     sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job
     sigReferenceTrace = Signal(object)    # the NumPy Trace behind the parity badge (None), before sigTraceChanged
+    sigTokensChanged = Signal(object, object)   # (Trace | None, Selection): the tokens of the run under way, or
+                                                # the trace shown again when that run failed or was cancelled
 
     def __init__(self, bundle: Bundle, backend: str = "onnx", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -337,6 +353,8 @@ class Controller(QObject):
         self._mailbox.sigDone.connect(self._on_done)
         self._mailbox.sigFailed.connect(self._on_failed)
         self._mailbox.sigSkipped.connect(self._on_skipped)
+        self._mailbox.sigTokens.connect(self._on_tokens)
+        self._previewing = False   # sigTokensChanged showed a run's tokens; its trace has not replaced them yet
         self._worker = _Worker(self._mailbox)
         self._experiments = _Worker(self._mailbox, EXPERIMENT_WORKER_NAME)   # see run_experiment
         self._probe: tuple[Bundle, Any] | None = None    # (bundle, its HeadRoles on the probe)
@@ -395,6 +413,7 @@ class Controller(QObject):
         self._awaiting_ids.clear()
         self.generation += 1
         self._cancels += 1
+        self._end_preview()
         if self._switching_to is not None:   # a backend switch was among what stopped
             self._switching_to = None
             self.sigBackendChanged.emit(self._backend)
@@ -487,10 +506,12 @@ class Controller(QObject):
         if state.ids is None and not state.text:
             self._show_result(state, None)   # empty text: an empty state, not an error
             return
+        job_id = next(self._job_ids)   # the tokens it posts before its result name it
         self._submit(_Job(partial(run_with_backend, self._runners, self._backend, state,
+                                  on_tokens=self._worker.tokens_poster(job_id),
                                   interventions=self.interventions, fields=self.fields_to_run()),
                           lambda result: self._show_result(state, result), self._trace_failed,
-                          lambda: generation != self.generation))
+                          lambda: generation != self.generation), job_id)
 
     def fields_to_run(self) -> frozenset[str] | None:
         """What a run keeps: every field for a small model or for two backends (parity compares whole traces),
@@ -536,7 +557,22 @@ class Controller(QObject):
 
     def _trace_failed(self, message: str) -> None:
         self._awaiting_ids.clear()   # the edits needed this run's ids
+        self._end_preview()
         self.sigError.emit(message)
+
+    def _on_tokens(self, job_id: int, trace: Trace) -> None:
+        """A run's text is tokenized: its tokens are shown (by the panels that read nothing else) while the model
+        runs; the run's trace replaces them, or the trace shown comes back if the run fails or is cancelled."""
+        job = self._jobs.get(job_id)
+        if job is None or job.is_stale():
+            return
+        self._previewing = True
+        self.sigTokensChanged.emit(trace, self._selection_for(trace))
+
+    def _end_preview(self) -> None:
+        if self._previewing:
+            self._previewing = False
+            self.sigTokensChanged.emit(self.trace, self.selection)
 
     def _show_result(self, state: SentenceState, result: RunResult | None) -> None:
         self._shown = state
@@ -546,16 +582,20 @@ class Controller(QObject):
         self._fetch_for_panels()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
-        self.trace, self.parity = trace, parity
+        self.trace, self.parity, self._previewing = trace, parity, False
         self.sigReferenceTrace.emit(reference)
         if trace is not None:
-            # a new sentence: look at its last token (an emptied bar in between does not count)
-            self.selection = self.selection.for_tokens(self._selected_ids, trace.input_ids.tolist())
+            self.selection = self._selection_for(trace)
             self._selected_ids = trace.input_ids.tolist()
-            self.selection = self.selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
         self.sigTraceChanged.emit(trace)
         self.sigNotice.emit(" · ".join(n for n in (self._cut_notice(trace), self._nonfinite_notice(trace)) if n))
         self.sigStatus.emit(self.status())
+
+    def _selection_for(self, trace: Trace) -> Selection:
+        """The selection once `trace` is shown: on a new sentence its last token (an emptied bar in between does
+        not count), clamped to the trace."""
+        selection = self.selection.for_tokens(self._selected_ids, trace.input_ids.tolist())
+        return selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
 
     def _cut_notice(self, trace: Trace | None) -> str:
         return cut_notice(trace, self.context) if trace is not None else ""

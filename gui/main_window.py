@@ -274,6 +274,7 @@ class MainWindow(QMainWindow):
         self.sentence_bar.sigSubmitted.connect(c.flush)
         c.sigReferenceTrace.connect(lambda reference: setattr(self, "_reference", reference))
         c.sigTraceChanged.connect(self._push_trace)
+        c.sigTokensChanged.connect(self._push_tokens)
         c.panel_fields = lambda: panels_fields(p for p in self.built_panels() if self.on_screen(p))
         c.sigSelectionChanged.connect(self._push_selection)
         c.sigNotice.connect(self._show_notice)
@@ -382,6 +383,13 @@ class MainWindow(QMainWindow):
                 self._update_panel(panel, trace)
             else:
                 self._stale.add(panel.object_name)
+
+    def _push_tokens(self, trace, selection) -> None:
+        """The tokens of the run under way, to the panels on screen that read nothing else (Panel.fields == ()):
+        they show the new sentence while the model runs. Its trace then reaches every panel (_push_trace)."""
+        for panel in self.built_panels():
+            if panel.fields == () and self.on_screen(panel) and panel.object_name not in self._stale:
+                panel.post_trace(trace, selection, paced=False)
 
     def _push_selection(self, selection) -> None:
         for panel in self.built_panels():

@@ -108,12 +108,16 @@ class _Frame(QObject):
         self._due = False      # a frame is posted or timed
         self._painting = False   # a frame was drawn and the window has not painted it yet
         self._painted = -1.0     # time.monotonic() the last frame's paint was over
+        self._paced = False      # a panel posted to this frame counts it towards the frame rate
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._draw)
 
-    def schedule(self, panel: Panel) -> None:
+    def schedule(self, panel: Panel, paced: bool = True) -> None:
+        """Draw `panel` at the next frame. Unpaced (a run's tokens, posted while the model runs): the frame
+        that draws it does not count, so the run's result a few milliseconds later does not wait for it."""
         self._waiting[id(panel)] = panel
+        self._paced = self._paced or paced
         if self._due:
             return
         self._due = True
@@ -131,7 +135,9 @@ class _Frame(QObject):
 
     def _draw(self) -> None:
         """One panel failing to draw must not stop the others: the error goes to sys.excepthook."""
-        self._last, self._due = time.monotonic(), False
+        if self._paced:
+            self._last = time.monotonic()
+        self._due = self._paced = False
         panels, self._waiting = [p for p in self._waiting.values() if isValid(p)], {}
         drawn = []
         for panel in panels:
@@ -240,10 +246,22 @@ class Panel(QWidget):
         self.selection = selection
         self.refresh()
 
-    def post_trace(self, trace: Trace | None, selection: Selection) -> None:
-        """Store the newest trace and its selection; drawn at the next frame (one refresh for both)."""
+    def post_trace(self, trace: Trace | None, selection: Selection, paced: bool = True) -> None:
+        """Store the newest trace and its selection; drawn at the next frame (one refresh for both).
+        paced=False: a run's tokens-only trace, which the run's result follows at once (_Frame.schedule)."""
+        if self._is_run_of_tokens_shown(trace, selection):
+            self.trace = trace   # what this panel reads is the same in both: nothing to draw
+            return
         self._posted_trace, self._posted_selection = trace, selection
-        _the_frame().schedule(self)
+        _the_frame().schedule(self, paced)
+
+    def _is_run_of_tokens_shown(self, trace: Trace | None, selection: Selection) -> bool:
+        """`trace` is the result of the run whose tokens-only trace (core.session.tokens_trace) this panel shows,
+        with the same selection, and this panel reads no field of it: it would draw the same again."""
+        shown = self.trace
+        return (shown is not None and trace is not None and shown.fields == frozenset()
+                and shown.tokenization is not None and trace.tokenization is shown.tokenization
+                and selection == self.selection and not self.has_posted() and trace_holds(shown, self.fields))
 
     def post_selection(self, selection: Selection) -> None:
         """Store the newest selection; drawn at the next frame, with a posted trace if one waits.

@@ -63,7 +63,7 @@ class TokensPanel(Panel):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._shown_trace = None   # the trace the chips were built for (selection changes only re-mark)
+        self._shown_tokens = None   # the tokenization (or trace) the chips were built for: else only re-mark
         self.replay: MergeReplay | None = None
         self.merge_pages = MergePages()   # the tokens_merges figure's pages: off screen, drawn for export
         self.set_content(self._build())
@@ -166,14 +166,15 @@ class TokensPanel(Panel):
 
     # ------------------------------------------------------------ drawing
     def clear(self) -> None:
-        self._shown_trace = None
+        self._shown_tokens = None
         self.chips.set_chips([])
         self._fill_replay(None)
 
     def draw(self) -> None:
         trace = self.trace
-        if trace is not self._shown_trace:
-            self._shown_trace = trace
+        tokens = trace.tokenization if trace.tokenization is not None else trace   # the run's tokens-only trace has it too
+        if tokens is not self._shown_tokens:
+            self._shown_tokens = tokens
             self.summary.setText(self._summary_text(trace))
             replay = MergeReplay(trace.tokenization) if trace.tokenization is not None else None
             self.chips.set_chips([Chip(chip.lines, FRAGMENT_FILL if chip.fragment else WHOLE_FILL, chip.gap_before)

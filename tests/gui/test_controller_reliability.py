@@ -352,3 +352,67 @@ def test_a_bundle_opened_after_an_append_reads_the_text_not_the_old_ids(qtbot, w
     qtbot.waitUntil(lambda: c.bundle.path == other.path and not c.busy(), timeout=WAIT_MS)
     assert c.trace.input_ids.tolist() == other.tokenizer.encode(text)
     assert np.allclose(c.trace.logits, NumpyRunner(other).run(other.tokenizer.encode(text)).logits, atol=1e-5)
+
+
+# ---------------------------------------------------------------- a run's tokens show while the model runs
+
+def test_the_tokens_of_a_long_run_show_while_the_model_runs_and_are_not_drawn_again(qtbot, window, bundle,
+                                                                                     monkeypatch):
+    type_text(qtbot, window, ENGLISH)
+    tokens, attention = window.panel("tokens"), window.panel("attention")
+    slow = "a sentence the model takes long over"
+    blocker = block_runs_of(monkeypatch, bundle, slow)
+    chip_sets, draws = [], []
+    monkeypatch.setattr(tokens.chips, "set_chips", lambda chips, *a: chip_sets.append(len(chips)))
+    draw = tokens.draw
+    monkeypatch.setattr(tokens, "draw", lambda: (draws.append(tokens.trace), draw()))
+    window.sentence_bar.setText(slow)
+    qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: tokens.trace is not None and tokens.trace.text == slow and not tokens.has_posted(),
+                    timeout=WAIT_MS)
+    assert chip_sets == [len(blocker.blocked_ids)]   # the new sentence's chips, while the model still runs
+    assert tokens.trace.fields == frozenset() and tokens.trace.tokens == tuple(
+        bundle.tokenizer.display_piece(bundle.tokenizer.id_to_piece(i)) for i in blocker.blocked_ids)
+    assert attention.trace.text == ENGLISH and window.controller.trace.text == ENGLISH   # the rest waits for the run
+    blocker.release.set()
+    qtbot.waitUntil(lambda: qt_helpers.settled(window, slow), timeout=WAIT_MS)
+    assert tokens.trace is window.controller.trace and attention.trace is window.controller.trace
+    assert chip_sets == [len(blocker.blocked_ids)] and len(draws) == 1   # the same tokens: not drawn again
+
+
+def test_a_cancelled_run_puts_back_the_tokens_of_the_sentence_shown(qtbot, window, bundle, monkeypatch):
+    type_text(qtbot, window, ENGLISH)
+    shown = window.controller.trace
+    tokens = window.panel("tokens")
+    slow = "a sentence that is cancelled"
+    blocker = block_runs_of(monkeypatch, bundle, slow)
+    window.sentence_bar.setText(slow)
+    qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: tokens.trace is not None and tokens.trace.text == slow, timeout=WAIT_MS)
+    QTest.keyClick(window.sentence_bar, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: tokens.trace is shown and not tokens.has_posted(), timeout=WAIT_MS)
+    assert tokens.chips.chip_count() == shown.n_tokens
+    blocker.release.set()
+
+
+def test_a_failed_run_puts_back_the_tokens_of_the_sentence_shown(qtbot, window, bundle, monkeypatch):
+    type_text(qtbot, window, ENGLISH)
+    shown = window.controller.trace
+    tokens = window.panel("tokens")
+    failing = "a sentence whose run fails"
+    ids = bundle.tokenizer.encode(failing)
+
+    class Failing(NumpyRunner):
+        def run(self, run_ids, **kwargs):
+            if [int(i) for i in run_ids] == ids:
+                raise ValueError("the model could not run this")
+            return super().run(run_ids, **kwargs)
+
+    monkeypatch.setattr(controller_module.Runners, "get", lambda self, name: Failing(self.bundle))
+    seen = []
+    window.controller.sigTokensChanged.connect(lambda trace, _selection: seen.append(trace))
+    window.sentence_bar.setText(failing)
+    qtbot.waitUntil(lambda: "could not run" in window.notice.text() or len(seen) >= 2, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(seen) == 2 and not tokens.has_posted(), timeout=WAIT_MS)
+    assert seen[0].text == failing and seen[1] is shown   # its tokens, then the sentence shown again
+    assert tokens.trace is shown and tokens.chips.chip_count() == shown.n_tokens

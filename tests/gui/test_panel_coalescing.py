@@ -146,3 +146,20 @@ def test_posts_within_a_frame_wait_for_its_end_and_draw_the_newest_once(qtbot, s
     assert drawn(panel) == [traces[0]] and panel.has_posted()   # inside the frame: waiting
     qtbot.waitUntil(lambda: not panel.has_posted(), timeout=5000)
     assert drawn(panel) == [traces[0], traces[2]]
+
+
+def test_a_frame_of_tokens_only_does_not_hold_back_the_result_that_follows(qtbot, show, traces, monkeypatch):
+    """A run's tokens (posted unpaced, while the model runs) draw at once, and the run's trace a moment later
+    draws at the next pass too: it does not wait for the rest of the tokens' frame."""
+    monkeypatch.setattr(base, "FRAME_S", 0.3)
+    tokens_panel, other = show(CountingPanel()), show(CountingPanel())
+    qtbot.wait(350)
+    tokens_panel.post_trace(traces[0], Selection(), paced=False)
+    QCoreApplication.sendPostedEvents()
+    assert drawn(tokens_panel) == [traces[0]]
+    other.post_trace(traces[1], Selection())
+    QCoreApplication.sendPostedEvents()
+    assert drawn(other) == [traces[1]]   # no wait for the 0.3 s frame
+    other.post_trace(traces[2], Selection())   # that frame counted: the next one waits for its end
+    QCoreApplication.sendPostedEvents()
+    assert drawn(other) == [traces[1]] and other.has_posted()
