@@ -33,7 +33,9 @@ def thumb_size(n_tokens: int) -> int:  # P
 def attention_thumbnail(attn: np.ndarray) -> np.ndarray:  # [H, T, T] -> [H, P, P]
     h, t = attn.shape[0], attn.shape[-1]
     s, p = thumb_stride(t), thumb_size(t)
-    padded = np.pad(attn, ((0, 0), (0, p * s - t), (0, p * s - t)))
+    if s == 1:   # up to THUMB_CELLS tokens the thumbnail is the attention itself (no copy: both are read only)
+        return attn
+    padded = attn if p * s == t else np.pad(attn, ((0, 0), (0, p * s - t), (0, p * s - t)))
     return padded.reshape(h, p, s, p, s).max(axis=(2, 4))
 
 
