@@ -9,6 +9,7 @@ undefined: its score is NaN and the evidence says why, never 0.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable
 
 import numpy as np
@@ -40,7 +41,7 @@ class RoleEvidence:
     keys: np.ndarray      # [N] int64, keys[n] <= queries[n]
     reason: str = ""      # why the role is undefined here ("" when some query qualifies)
 
-    @property
+    @cached_property   # every score asks, twice (a frozen dataclass: kept in the instance's __dict__)
     def n_queries(self) -> int:
         return int(np.unique(self.queries).size)
 
