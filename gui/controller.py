@@ -354,7 +354,8 @@ class Controller(QObject):
         self._mailbox.sigFailed.connect(self._on_failed)
         self._mailbox.sigSkipped.connect(self._on_skipped)
         self._mailbox.sigTokens.connect(self._on_tokens)
-        self._previewing = False   # sigTokensChanged showed a run's tokens; its trace has not replaced them yet
+        self._preview: Trace | None = None   # the run's tokens sigTokensChanged showed; its trace has not come yet
+        self._preview_select: dict = {}      # selection changes made meanwhile (a chip of the new sentence clicked)
         self._worker = _Worker(self._mailbox)
         self._experiments = _Worker(self._mailbox, EXPERIMENT_WORKER_NAME)   # see run_experiment
         self._probe: tuple[Bundle, Any] | None = None    # (bundle, its HeadRoles on the probe)
@@ -408,6 +409,7 @@ class Controller(QObject):
     def cancel(self) -> None:
         """Stop the analysis, generation or bundle load in progress (Esc); the panels keep the last result."""
         if not self.busy() and not self._debounce.isActive():
+            self._end_preview()
             return
         self._debounce.stop()
         self._awaiting_ids.clear()
@@ -566,13 +568,19 @@ class Controller(QObject):
         job = self._jobs.get(job_id)
         if job is None or job.is_stale():
             return
-        self._previewing = True
+        self._preview, self._preview_select = trace, {}
         self.sigTokensChanged.emit(trace, self._selection_for(trace))
 
     def _end_preview(self) -> None:
-        if self._previewing:
-            self._previewing = False
+        if self._preview is not None:
+            self._preview, self._preview_select = None, {}
             self.sigTokensChanged.emit(self.trace, self.selection)
+
+    def _end_orphaned_preview(self) -> None:
+        """A run whose tokens are shown was dropped (superseded) and nothing is coming to replace them: a
+        backend switched and switched back, a Generate that failed. The sentence shown comes back."""
+        if self._preview is not None and not self.busy() and not self._debounce.isActive():
+            self._end_preview()
 
     def _show_result(self, state: SentenceState, result: RunResult | None) -> None:
         self._shown = state
@@ -582,19 +590,22 @@ class Controller(QObject):
         self._fetch_for_panels()
 
     def _show(self, trace: Trace | None, parity: float | None, reference: Trace | None = None) -> None:
-        self.trace, self.parity, self._previewing = trace, parity, False
+        self.trace, self.parity = trace, parity
         self.sigReferenceTrace.emit(reference)
         if trace is not None:
-            self.selection = self._selection_for(trace)
+            self.selection = self._selection_for(trace, self._preview_select)
             self._selected_ids = trace.input_ids.tolist()
+        self._preview, self._preview_select = None, {}
         self.sigTraceChanged.emit(trace)
         self.sigNotice.emit(" · ".join(n for n in (self._cut_notice(trace), self._nonfinite_notice(trace)) if n))
         self.sigStatus.emit(self.status())
 
-    def _selection_for(self, trace: Trace) -> Selection:
+    def _selection_for(self, trace: Trace, changes: dict | None = None) -> Selection:
         """The selection once `trace` is shown: on a new sentence its last token (an emptied bar in between does
-        not count), clamped to the trace."""
+        not count), then `changes` made while its tokens were shown, clamped to the trace."""
         selection = self.selection.for_tokens(self._selected_ids, trace.input_ids.tolist())
+        if changes:
+            selection = selection.updated(**changes)
         return selection.clamped(trace.num_layers, trace.num_heads, trace.n_tokens)
 
     def _cut_notice(self, trace: Trace | None) -> str:
@@ -625,6 +636,8 @@ class Controller(QObject):
         if backend == self._backend:   # back to the backend in use before the other one was ready
             self._switching_to = None
             self.sigBackendChanged.emit(backend)
+            if self._shown != self._state:   # the switch superseded the sentence's run: run it again
+                self.flush()
             return
         self._switching_to = backend
         self.generation += 1   # a run with the old backend is no longer wanted
@@ -720,6 +733,9 @@ class Controller(QObject):
             selection = selection.clamped(self.trace.num_layers, self.trace.num_heads, self.trace.n_tokens)
         self.selection = selection
         self.sigSelectionChanged.emit(selection)
+        if self._preview is not None:   # the panels showing the new sentence's tokens see the change on it
+            self._preview_select.update(known)
+            self.sigTokensChanged.emit(self._preview, self._selection_for(self._preview, self._preview_select))
         self._fetch_for_panels()
 
     def _fetch_for_panels(self) -> None:
@@ -894,16 +910,19 @@ class Controller(QObject):
         self._emit_busy()
         if job is not None and not job.is_stale():
             job.on_done(result)
+        self._end_orphaned_preview()
 
     def _on_failed(self, job_id: int, message: str) -> None:
         job = self._jobs.pop(job_id, None)
         self._emit_busy()
         if job is not None and not job.is_stale():
             job.on_error(message)
+        self._end_orphaned_preview()
 
     def _on_skipped(self, job_id: int) -> None:
         self._jobs.pop(job_id, None)
         self._emit_busy()
+        self._end_orphaned_preview()
 
     def _report_error(self, message: str) -> None:
         self.sigError.emit(message)

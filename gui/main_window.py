@@ -388,8 +388,12 @@ class MainWindow(QMainWindow):
         """The tokens of the run under way, to the panels on screen that read nothing else (Panel.fields == ()):
         they show the new sentence while the model runs. Its trace then reaches every panel (_push_trace)."""
         for panel in self.built_panels():
-            if panel.fields == () and self.on_screen(panel) and panel.object_name not in self._stale:
+            if panel.fields != ():
+                continue
+            if self.on_screen(panel) and panel.object_name not in self._stale:
                 panel.post_trace(trace, selection, paced=False)
+            else:   # shown later, it draws the controller's trace then, not what it showed before
+                self._stale.add(panel.object_name)
 
     def _push_selection(self, selection) -> None:
         for panel in self.built_panels():

@@ -416,3 +416,78 @@ def test_a_failed_run_puts_back_the_tokens_of_the_sentence_shown(qtbot, window, 
     qtbot.waitUntil(lambda: len(seen) == 2 and not tokens.has_posted(), timeout=WAIT_MS)
     assert seen[0].text == failing and seen[1] is shown   # its tokens, then the sentence shown again
     assert tokens.trace is shown and tokens.chips.chip_count() == shown.n_tokens
+
+
+def show_tokens_of_blocked_run(qtbot, window, bundle, monkeypatch, text: str):
+    """Type `text`, whose run blocks; returns (the Tokens panel, once it shows `text`'s tokens, the blocker)."""
+    tokens = window.panel("tokens")
+    blocker = block_runs_of(monkeypatch, bundle, text)
+    window.sentence_bar.setText(text)
+    qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: tokens.trace is not None and tokens.trace.text == text and not tokens.has_posted(),
+                    timeout=WAIT_MS)
+    return tokens, blocker
+
+
+def test_a_backend_switched_and_back_during_a_run_analyses_the_sentence(qtbot, window, bundle, monkeypatch):
+    """The switch superseded the run whose tokens are shown; switching back runs the sentence again."""
+    type_text(qtbot, window, ENGLISH)
+    slow = "a sentence the model takes long over"
+    tokens, blocker = show_tokens_of_blocked_run(qtbot, window, bundle, monkeypatch, slow)
+    c = window.controller
+    c.set_backend("onnx")
+    c.set_backend("numpy")   # back before the switch finished
+    blocker.release.set()
+    qtbot.waitUntil(lambda: qt_helpers.settled(window, slow), timeout=WAIT_MS)
+    assert tokens.trace is c.trace and window.panel("attention").trace is c.trace
+
+
+def test_a_tokens_panel_hidden_during_a_cancelled_run_shows_the_sentence_shown(qtbot, window, bundle, monkeypatch):
+    type_text(qtbot, window, ENGLISH)
+    shown = window.controller.trace
+    tokens, blocker = show_tokens_of_blocked_run(qtbot, window, bundle, monkeypatch, "a sentence that is cancelled")
+    window.docks["tokens"].hide()
+    QTest.keyClick(window.sentence_bar, Qt.Key.Key_Escape)
+    qtbot.waitUntil(lambda: not window.controller.busy(), timeout=WAIT_MS)
+    window.docks["tokens"].show()
+    qtbot.waitUntil(lambda: tokens.trace is shown and not tokens.has_posted(), timeout=WAIT_MS)
+    blocker.release.set()
+
+
+def test_a_chip_clicked_while_the_model_runs_stays_selected_in_its_result(qtbot, window, bundle, monkeypatch):
+    type_text(qtbot, window, "The cat.")   # shorter than the chip clicked next
+    slow = "The cat sat on the mat because it was tired and slept all day long."
+    tokens, blocker = show_tokens_of_blocked_run(qtbot, window, bundle, monkeypatch, slow)
+    clicked = tokens.trace.n_tokens - 3
+    assert clicked >= window.controller.trace.n_tokens
+    tokens.chips.sigClicked.emit(clicked)
+    qtbot.waitUntil(lambda: not tokens.has_posted() and tokens.selection.query == clicked, timeout=WAIT_MS)
+    assert tokens.chips._marked == clicked   # marked on the new sentence's chips at once
+    attention = window.panel("attention")
+    window.flush_redraws()
+    assert attention.selection.query_index(attention.trace.n_tokens) < attention.trace.n_tokens   # fits its trace
+    blocker.release.set()
+    qtbot.waitUntil(lambda: qt_helpers.settled(window, slow), timeout=WAIT_MS)
+    assert window.controller.selection.query == clicked and tokens.chips._marked == clicked
+
+
+def test_a_generate_that_fails_during_a_run_puts_back_the_sentence_shown(qtbot, window, bundle, monkeypatch):
+    from core.sampling import SamplingSettings
+
+    type_text(qtbot, window, ENGLISH)
+    c, tokens = window.controller, window.panel("tokens")
+    appended = c.trace.input_ids.tolist() + [5]
+    blocker = BlockingRunner(NumpyRunner(bundle), appended)
+    monkeypatch.setattr(controller_module.Runners, "get", lambda self, name: blocker)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("sampling broke")
+
+    monkeypatch.setattr(controller_module, "generate_ids", broken)
+    c.append_tokens([5])
+    qtbot.waitUntil(blocker.started.is_set, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: tokens.trace is not None and tokens.trace.n_tokens == len(appended)
+                    and not tokens.has_posted(), timeout=WAIT_MS)
+    c.generate((3, SamplingSettings()))   # supersedes the append's run, then fails
+    blocker.release.set()
+    qtbot.waitUntil(lambda: not c.busy() and tokens.trace is c.trace and not tokens.has_posted(), timeout=WAIT_MS)

@@ -24,9 +24,8 @@ def test_widened_columns_match_a_smooth_scaling_in_argb32(qtbot):
     assert np.abs(widened.astype(int) - expected.astype(int)).max() <= 1
 
 
-def _lines_in_scroll_area(qtbot, tokens: int = 64):
+def _lines_view(tokens: int = 64):
     from PySide6.QtGui import QColor
-    from PySide6.QtWidgets import QScrollArea
 
     from gui.head_lines import HeadLinesView
 
@@ -35,6 +34,13 @@ def _lines_in_scroll_area(qtbot, tokens: int = 64):
     weights /= weights.sum(axis=2, keepdims=True)
     view = HeadLinesView()
     view.set_lines([f"t{i}" for i in range(tokens)], weights, [QColor(40, 90, 200)], ["head 0"], "layer 0 · head 0")
+    return view
+
+
+def _lines_in_scroll_area(qtbot):
+    from PySide6.QtWidgets import QScrollArea
+
+    view = _lines_view()
     area = QScrollArea()
     area.setWidget(view)
     area.setWidgetResizable(True)
@@ -67,7 +73,9 @@ def test_a_new_picture_rasterises_the_rows_on_screen_and_scrolling_shows_every_l
     _on_screen(area)
     top, bottom = _cached_rows(view)
     assert top == 0 and bottom <= area.viewport().height() + 2
-    full_pixels = _pixels(view.grab().toImage())   # rendered off screen: every row
+    reference = _lines_view()   # the same lines rendered off screen, every row (the view's own cache untouched)
+    reference.resize(view.size())
+    full_pixels = _pixels(reference.grab().toImage())
     for scroll in (area.viewport().height() // 2, view.height() // 2, view.height()):
         area.verticalScrollBar().setValue(scroll)
         shown = _on_screen(area)
@@ -76,3 +84,4 @@ def test_a_new_picture_rasterises_the_rows_on_screen_and_scrolling_shows_every_l
         assert np.abs(shown[: expected.shape[0]].astype(int) - expected.astype(int)).max() <= 2, scroll
         top, bottom = _cached_rows(view)
         assert top <= offset and offset + area.viewport().height() <= bottom
+        assert bottom - top >= min(2 * area.viewport().height(), view.height())   # a margin, for scrolling on
