@@ -232,12 +232,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     exp.add_argument("--model", help="bundle folder")
     exp.add_argument("--formats", "--format", dest="formats", default="png,svg,csv,npz",
                      help="comma-separated: png,svg,pdf,csv,npz")
-    exp.add_argument("--figures", help="comma-separated figure names (default: every figure)")
+    exp.add_argument("--figures", help="comma-separated figure names (default: every figure; an unknown name "
+                                        "lists them all)")
     exp.add_argument("--width", type=int, help="PNG width in pixels (default: twice the on-screen width, at most 4 million pixels)")
     exp.add_argument("--dpi", type=float, help="PNG resolution instead of --width (96 = on-screen size)")
-    for name in ("layer", "head", "query", "key", "expert-layer"):
-        exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int,
-                         help="token position" if name in ("query", "key") else None)
+    selected = {"layer": "the layer the Attention, Positions and Step by step figures show (default 0)",
+                "head": "the head they show (default 0)",
+                "query": "the query token's position (default: the last token)",
+                "key": "the key token's position, at most the query's (default: the query itself)",
+                "expert-layer": "the layer the MoE routing figures show (default: --layer)"}
+    for name, meaning in selected.items():
+        exp.add_argument(f"--{name}", dest=name.replace("-", "_"), type=int, help=meaning)
     exp.add_argument("--theme", choices=["light", "dark"], default="light")
     exp.add_argument("--backend", choices=["onnx", "numpy"], default="onnx")
     exp.set_defaults(func=cmd_export)

@@ -21,6 +21,7 @@ from gui.text_fit import LABEL_COLUMNS, elide
 SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 LABEL_GAP = 6          # pixels between two level labels on a bottom axis
+MARK_GAP = 3           # pixels between a turned word and the upright space marker under it
 
 
 class TokenAxis(FastAxis):
@@ -208,7 +209,8 @@ class TokenAxis(FastAxis):
             p.drawText(QRectF(-width, -height / 2, width, height),
                        int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), word)
             p.restore()
-            if marks:   # the space marker, upright, just below the word's start
-                mark = SPACE_MARK * marks
+            if marks:   # the space marker, upright, its ink MARK_GAP below the word's start (a line below, it
+                mark = SPACE_MARK * marks   # read as a stray bracket: the glyph sits low in its line)
+                ink_top = metrics.tightBoundingRect(mark).top()   # above the baseline: negative
                 p.drawText(QPointF(x - metrics.horizontalAdvance(mark) / 2,
-                                   y + metrics.horizontalAdvance(word) + metrics.ascent()), mark)
+                                   y + metrics.horizontalAdvance(word) + MARK_GAP - ink_top), mark)

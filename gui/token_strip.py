@@ -30,6 +30,12 @@ def token_fills(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorM
     return [QColor(int(r), int(g), int(b)) for r, g, b, _ in rgba]
 
 
+def _shown(value_format: str, value: float) -> str:
+    """value in value_format; one that rounds to zero reads as zero ("+0.00", never "-0.00")."""
+    text, zero = value_format.format(value), value_format.format(0.0)
+    return zero if text.lstrip("+-") == zero.lstrip("+-") else text
+
+
 class TokenStrip(ChipFlow):
     """Tokens as chips filled with their value's colour; the text contrasts with the fill."""
     themed_fills = False   # a colour map's colours: the same on either theme
@@ -40,7 +46,7 @@ class TokenStrip(ChipFlow):
         values = np.asarray(values, np.float64)
         not_measured = QColor(*plotting.masked_colour()[:3])   # a NaN value: the token was not measured (after P)
         chips = [Chip((label, skipped), not_measured) if np.isnan(value) else
-                 Chip((label, value_format.format(value)), fill)
+                 Chip((label, _shown(value_format, value)), fill)
                  for label, value, fill in zip(labels, values, token_fills(values, levels, cmap))]
         self.set_chips(chips)
 

@@ -143,7 +143,7 @@ class OcclusionPanel(Panel):
         how = "removed" if result.baseline_id == REMOVE else f"replaced by {self.trace.vocab_label(result.baseline_id)!r}"
         self.summary.setText(f"prediction after position {result.position} ({labels[result.position]!r}) of "
                              f"{self.trace.vocab_label(result.target_id)!r}: log p = {result.logprob:.3f}; "
-                             f"each earlier token {how} in turn.")
+                             f"each token up to it, itself included, {how} in turn.")
         span = float(np.nanmax(np.abs(result.delta_logprob))) if np.isfinite(result.delta_logprob).any() else 1.0
         span = max(span, 1e-6)
         self.delta_strip.set_values(labels, result.delta_logprob, (-span, span),

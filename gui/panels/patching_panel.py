@@ -91,7 +91,8 @@ class PatchingPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_inputs())
-        self.summary = QLabel("Sentence B must have as many tokens as A. Metric: 0 = B's value, 1 = A's.")
+        self.summary = QLabel("Type sentence B (as many tokens as A) and press Run sweeps: each plot below then "
+                              "shows what patching one site of A into B does. Metric: 0 = B's value, 1 = A's.")
         self.summary.setObjectName("patching_summary")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
@@ -121,6 +122,7 @@ class PatchingPanel(Panel):
         self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar()
         self.progress.setMaximumWidth(160)
+        self.progress.hide()   # idle, an empty bar reads as a text box with no label: shown while sweeps run
         row.addWidget(QLabel("B:"))
         row.addWidget(self.corrupt_edit, 1)
         for widget in (QLabel("answer:"), self.answer_edit, QLabel("wrong:"), self.wrong_edit, self.run_button,
@@ -165,6 +167,7 @@ class PatchingPanel(Panel):
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
+        self.progress.setVisible(running)
         if running:
             self.progress.setValue(0)
 

@@ -146,3 +146,13 @@ def test_occlusion_table_shows_every_column_beside_or_under_the_strips(show, run
         assert table.height() >= table.horizontalHeader().height() + 3 * table.rowHeight(0)
     else:
         assert width >= 700
+
+
+def test_a_value_that_rounds_to_zero_reads_as_zero_without_a_sign(show):
+    from gui.token_strip import TokenStrip
+
+    strip = show(TokenStrip())
+    strip.set_values(["a", "b", "c"], np.array([-0.001, 0.004, -0.3]), (-1.0, 1.0), plotting.colormap(plotting.DIVERGING))
+    assert [strip.chip_lines(i)[1] for i in range(3)] == ["+0.00", "+0.00", "-0.30"]
+    strip.set_values(["a"], np.array([-0.001]), (0.0, 1.0), plotting.colormap(), "{:.2f}")
+    assert strip.chip_lines(0)[1] == "0.00"

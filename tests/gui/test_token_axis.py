@@ -57,6 +57,8 @@ def test_the_space_marker_of_a_turned_label_is_upright_and_under_its_word(show):
     assert mark_width > mark_height, "the marker is turned: it reads as ']'"
     assert word[1] - word[0] > 3 * (word_cols[-1] - word_cols[0] + 1), "the word is not turned"
     assert abs(mark_cols.mean() - word_cols.mean()) <= 1.0, "the marker is beside its word, not under it"
+    gap = mark[0] - word[1] - 1
+    assert gap <= axis._metrics().height() / 3, f"the marker floats {gap} px below its word: a stray bracket"
 
 
 def test_a_bottom_axis_is_tall_enough_for_turned_labels_before_any_paint(qtbot):
