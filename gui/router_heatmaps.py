@@ -260,8 +260,8 @@ def _explanation(routing: LayerRouting) -> str:
     if routing.off.any():
         text += f" · ✕ switched off here: expert {', '.join(str(e) for e in np.flatnonzero(routing.off))}"
     if not routing.forced:
-        text += (f" · <span title='{html.escape(CONVENTION)}'>the two conventions agree within "
-                 f"{routing.convention_gap():.1e}</span>")   # the two, in its tooltip; no "(hover)": it is a figure's caption
+        text += (f" · <span title='{html.escape(CONVENTION)}'>Hugging Face's and mistral-inference's "
+                 f"weights agree within {routing.convention_gap():.1e}</span>")   # how each computes them: its tooltip
     else:
         text += " <span style='color:#d9650b'>Orange outline: a forced expert (override), not the router's pick.</span>"
     return text
