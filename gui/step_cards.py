@@ -420,7 +420,7 @@ class Card(QFrame):
         self.title = label(10.5, bold=True, wrap=False)
         self.formula = label(10, colour=FORMULA_INK, formula=True, wrap=False)
         self.note = label(8.5, colour=("#444", "#c0c0c0"), formula=True)
-        self.elided = label(8, colour=("#777", "#a0a0a0"), wrap=False)
+        self.elided = label(8, colour=("#777", "#a0a0a0"))   # wrapped: on one line it made the card wider than a dock
         self.model = WindowTableModel()
         self.table = CompactTable(self.model)
         self.heatmap = HeatmapThumb()

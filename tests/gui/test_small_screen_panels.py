@@ -83,3 +83,18 @@ def test_the_attention_colour_bar_and_its_numbers_stay_inside_the_heatmaps_view(
     right_edge = numbers.mapRectToScene(numbers.boundingRect()).right()
     assert view.mapFromScene(right_edge, 0).x() <= view.viewport().width()
     assert view.ci.layout.minimumWidth() <= view.width()
+
+
+def test_step_cards_fit_the_dock_with_their_matrix_picture_in_view(qtbot, make_window):
+    """Every card as wide as the dock gives it: the caption of what is left out wraps instead of widening the
+    card, which pushed the whole-matrix picture past the dock's edge behind a horizontal scroll bar."""
+    from gui.step_cards import Card
+
+    _, panel = shown_at_small_screen(qtbot, make_window, "step")
+    scroll = panel._scroll
+    assert not scroll.horizontalScrollBar().isVisible() and scroll.horizontalScrollBar().maximum() == 0
+    cards = [card for card in panel.findChildren(Card) if card.isVisible()]
+    assert cards and any(card.elided.text() for card in cards)   # a card that leaves rows or dims out
+    for card in cards:
+        picture = card.heatmap.geometry()
+        assert card.width() <= scroll.viewport().width() and picture.right() <= card.contentsRect().right()
