@@ -30,9 +30,12 @@ def front(qtbot, window, name):
 def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot, window, shipped):
     panel = front(qtbot, window, "patching")
     panel.corrupt_edit.setText(B)
+    assert not panel.progress.isVisibleTo(panel)   # idle, an empty bar reads as an unlabelled text box
     panel.run_button.click()
     assert panel.cancel_button.isEnabled() and not panel.run_button.isEnabled()
+    assert panel.progress.isVisibleTo(panel)
     qtbot.waitUntil(lambda: panel.result is not None, timeout=60000)
+    assert not panel.progress.isVisibleTo(panel)
     result = panel.result
     L = shipped.config.num_hidden_layers
     np.testing.assert_allclose(result.resid[0, 3], 1.0, atol=0.05)   # 成/取 at the embedding restores most of A
