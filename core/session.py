@@ -102,7 +102,8 @@ def run_prepared(runner: Runner, prepared: Prepared, *, head_mask=None, expert_o
     `interventions` (core.interventions.Interventions) goes to the runner as it is."""
     tokenization = prepared.tokenization
     if not tokenization.tokens:
-        raise ValueError("the text is empty")
+        raise ValueError("none of the text fits in the model's context" if prepared.truncated_chars
+                         else "the text is empty")
     override = None
     if expert_override is not None:  # an override made for a longer text is cut to the tokens analysed
         override = np.asarray(expert_override)[:, : len(tokenization.tokens)]

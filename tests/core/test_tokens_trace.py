@@ -3,7 +3,8 @@ text and interventions as the run's own trace, and no field; None where the run 
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings, strategies as st
+import pytest
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from core.interventions import Interventions
 from core.runners import NumpyRunner
@@ -13,12 +14,18 @@ from core.trace_fields import trace_holds
 TEXTS = st.text(alphabet=st.sampled_from(list("ab cé。订单成交 \n") + ["🙂"]), min_size=1, max_size=40)
 
 
+@example(text="🙂", context=2)   # four byte tokens: nothing fits
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=TEXTS, context=st.integers(2, 24))
 def test_it_holds_what_the_run_labels_its_trace_with(bundle, text, context):
     prepared = prepare_text(bundle.tokenizer, text, context)
-    run = run_prepared(NumpyRunner(bundle), prepared)
     early = tokens_trace(bundle, "numpy", prepared)
+    if not prepared.tokenization.tokens:   # a first character of more byte tokens than the context: no run either
+        assert early is None
+        with pytest.raises(ValueError, match="fits in the model's context"):
+            run_prepared(NumpyRunner(bundle), prepared)
+        return
+    run = run_prepared(NumpyRunner(bundle), prepared)
     assert early is not None and early.fields == frozenset()
     assert np.array_equal(early.input_ids, run.input_ids)
     assert (early.tokens, early.text, early.truncated_chars) == (run.tokens, run.text, run.truncated_chars)
