@@ -84,6 +84,7 @@ class RouterView(QWidget):
         self.probs_plot.vb.sigResized.connect(self._fit_rows)
         self.probs_plot.vb.sigResized.connect(self._on_rows_moved)
         self.probs_plot.vb.sigResized.connect(self._number_experts)
+        self.probs_plot.vb.sigResized.connect(self._align_colour_bar)
         for plot in both:
             plot.vb.sigResized.connect(self._even_columns)
         self.plots.ci.layout.setColumnStretchFactor(0, 1)
@@ -198,6 +199,15 @@ class RouterView(QWidget):
         if both > 0 and abs(probs.width() - wanted) > 1:
             probs.setPreferredWidth(wanted)
             weights.setPreferredWidth(both - wanted)
+
+    def _align_colour_bar(self, *args) -> None:
+        """The colour bar as tall as the heatmaps' cells, not their cells and the expert numbers beneath:
+        its margins grow or shrink by how far its bar's ends are from the cells' ends."""
+        cells, bar = self.probs_plot.vb.sceneBoundingRect(), self.colour_bar.vb.sceneBoundingRect()
+        left, top, right, bottom = self.colour_bar.layout.getContentsMargins()
+        top, bottom = max(0.0, top + cells.top() - bar.top()), max(0.0, bottom + bar.bottom() - cells.bottom())
+        if cells.height() > 0 and max(abs(cells.top() - bar.top()), abs(cells.bottom() - bar.bottom())) > 0.5:
+            self.colour_bar.layout.setContentsMargins(left, top, right, bottom)
 
     def column_px(self) -> float:
         """How wide one expert's column is on screen (in the narrower of the two heatmaps)."""

@@ -1,4 +1,4 @@
-"""The router figure on its page: its colour bar named, the weights' axis showing nothing (no bare tick marks),
+"""The router figure on its page: its colour bar named and as tall as the cells, the weights' axis showing nothing (no bare tick marks),
 every row shown, and the page as high as its rows need (one token: a low page, not one tall row)."""
 from __future__ import annotations
 
@@ -25,6 +25,23 @@ def test_the_colour_bar_is_named_on_the_page_and_not_on_screen(show, analysed):
     with on_page(router_figure(panel)):
         assert axis.label.isVisible() and axis.labelText == COLOUR_BAR_NAME
     assert not axis.label.isVisible()   # the dock's narrow columns keep their width
+
+
+def assert_bar_spans_the_cells(router):
+    cells, bar = router.probs_plot.vb.sceneBoundingRect(), router.colour_bar.vb.sceneBoundingRect()
+    assert abs(bar.top() - cells.top()) <= 1 and abs(bar.bottom() - cells.bottom()) <= 1, (bar, cells)
+
+
+def test_the_colour_bar_is_as_tall_as_the_cells_on_screen_and_on_the_page(show, analysed, qtbot):
+    panel = show(MoePanel(), *SMALL_DOCK)
+    panel.set_trace(analysed("The cat sat on the mat."))
+    qtbot.wait(20)
+    assert_bar_spans_the_cells(panel.router)   # not reaching down beside the expert numbers
+    with on_page(router_figure(panel)):
+        assert_bar_spans_the_cells(panel.router)
+    panel.resize(SMALL_DOCK[0], SMALL_DOCK[1] + 120)
+    qtbot.wait(20)
+    assert_bar_spans_the_cells(panel.router)
 
 
 def inked_columns(axis) -> set[int]:
