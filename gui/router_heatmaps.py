@@ -204,10 +204,10 @@ class RouterView(QWidget):
         """The colour bar as tall as the heatmaps' cells, not their cells and the expert numbers beneath:
         its margins grow or shrink by how far its bar's ends are from the cells' ends."""
         cells, bar = self.probs_plot.vb.sceneBoundingRect(), self.colour_bar.vb.sceneBoundingRect()
-        left, top, right, bottom = self.colour_bar.layout.getContentsMargins()
-        top, bottom = max(0.0, top + cells.top() - bar.top()), max(0.0, bottom + bar.bottom() - cells.bottom())
-        if cells.height() > 0 and max(abs(cells.top() - bar.top()), abs(cells.bottom() - bar.bottom())) > 0.5:
-            self.colour_bar.layout.setContentsMargins(left, top, right, bottom)
+        above, below = cells.top() - bar.top(), bar.bottom() - cells.bottom()
+        if cells.height() > 0 and max(abs(above), abs(below)) > 0.5:
+            left, top, right, bottom = self.colour_bar.layout.getContentsMargins()
+            self.colour_bar.layout.setContentsMargins(left, max(0.0, top + above), right, max(0.0, bottom + below))
 
     def column_px(self) -> float:
         """How wide one expert's column is on screen (in the narrower of the two heatmaps)."""

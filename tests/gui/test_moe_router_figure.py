@@ -1,5 +1,6 @@
-"""The router figure on its page: its colour bar named and as tall as the cells, the weights' axis showing nothing (no bare tick marks),
-every row shown, and the page as high as its rows need (one token: a low page, not one tall row)."""
+"""The router figure on its page: its colour bar named and as tall as the cells, the weights' axis showing
+nothing (no bare tick marks), every row shown, and the page as high as its rows need (one token: a low page,
+not one tall row)."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
