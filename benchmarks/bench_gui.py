@@ -182,21 +182,32 @@ class PaintLog:
 def settle(app, log: PaintLog, start: float, ready, panels: set[str], timeout: float = 120.0) -> tuple[float, float]:
     """Deliver events until ready() holds, every panel named has painted after `start`, and paints
     have stopped for QUIET_S; returns when the last of those paints was delivered, and the main
-    thread's CPU time then."""
+    thread's CPU time then.
+
+    The events are delivered as the app's own event loop does: waiting for the next (the GIL released),
+    and handling it as soon as it is posted, the worker's result or a repaint posted by a draw. Polling
+    instead (handle what is there, sleep, look again) put a sleep between each hand-off and the next
+    step, in every update."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
     deadline = time.perf_counter() + timeout
     last_paint_end, last_cpu, seen = start, time.thread_time(), len(log.events)
-    while True:
-        app.processEvents()
-        now = time.perf_counter()
-        if len(log.events) != seen:
-            seen = len(log.events)
-            last_paint_end, last_cpu = now, time.thread_time()
-        painted = log.since(start)
-        if ready() and panels <= painted.keys() and now - last_paint_end >= QUIET_S:
-            return last_paint_end, last_cpu
-        if now > deadline:
-            raise TimeoutError(f"no repaint of {sorted(panels - painted.keys())} in time")
-        time.sleep(0.0005)
+    wake = QTimer()   # the waits end at least this often, to see the quiet time pass
+    wake.start(max(1, round(QUIET_S * 1000 / 8)))
+    try:
+        while True:
+            app.processEvents(QEventLoop.ProcessEventsFlag.WaitForMoreEvents)
+            now = time.perf_counter()
+            if len(log.events) != seen:
+                seen = len(log.events)
+                last_paint_end, last_cpu = now, time.thread_time()
+            painted = log.since(start)
+            if ready() and panels <= painted.keys() and now - last_paint_end >= QUIET_S:
+                return last_paint_end, last_cpu
+            if now > deadline:
+                raise TimeoutError(f"no repaint of {sorted(panels - painted.keys())} in time")
+    finally:
+        wake.stop()
 
 
 def posted(window) -> bool:
