@@ -22,6 +22,15 @@ SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 LABEL_GAP = 6          # pixels between two level labels on a bottom axis
 MARK_GAP = 3           # pixels between a turned word and the upright space marker under it
+SIZE_SLACK = 16        # pixels an axis may stay wider (taller) than its labels need: a new sentence's labels,
+                       # a few pixels narrower, then keep the plot's layout instead of laying it out again
+
+
+def _with_slack(current: int | None, needed: int | None) -> int | None:
+    """The axis' size for labels that need `needed`: the current one while it holds them with little to spare."""
+    if current is not None and needed is not None and needed <= current <= needed + SIZE_SLACK:
+        return current
+    return needed
 
 
 class TokenAxis(FastAxis):
@@ -54,7 +63,8 @@ class TokenAxis(FastAxis):
         line = self._metrics().height()
         self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
-            self.setWidth(int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth()))
+            needed = int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth())
+            self.setWidth(_with_slack(self.fixedWidth, needed))
         else:   # pyqtgraph learns the labels' height only while painting: an export paints once, too late
             self._updateMaxTextSize(math.ceil(line))
         self.picture = None
@@ -157,7 +167,7 @@ class TokenAxis(FastAxis):
         wanted = None
         if text_width is not None:
             label_height = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
-            wanted = int(text_width + self.style["tickTextOffset"][1] + 4 + label_height)
+            wanted = _with_slack(self.fixedHeight, int(text_width + self.style["tickTextOffset"][1] + 4 + label_height))
         if wanted != self.fixedHeight:
             self.setHeight(wanted)
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import QRectF
 from PySide6.QtGui import QImage
 
 from gui import plotting  # noqa: F401  (the app's pyqtgraph set-up: black text on white)
-from gui.token_axis import TokenAxis
+from gui.token_axis import SIZE_SLACK, TokenAxis
 
 N_LABELS, WIDTH, HEIGHT = 40, 200, 160
 
@@ -83,3 +83,22 @@ def test_an_axis_that_keeps_its_labels_level_thins_them_until_the_widest_fits(sh
     drawing = axis.drawing()
     assert len(drawing.texts) >= 2   # drawn level (turned labels are not among the level texts)
     assert axis.fixedHeight is None   # the automatic one-line height, not the room turned labels take
+
+
+def test_a_side_axis_keeps_its_width_for_slightly_narrower_labels_and_grows_or_shrinks_beyond(qtbot):
+    """A new sentence whose widest label is a few pixels narrower keeps the axis' width (the plot is not
+    laid out again); labels wider than the axis widen it, and much narrower ones (past the slack) narrow it."""
+    axis = TokenAxis("left")
+    axis.set_labels(["␣because", "a"])
+    first = axis.fixedWidth
+    width = axis.label_texts().width
+    narrower = "␣becaus"
+    assert 0 < width("␣because") - width(narrower) <= SIZE_SLACK
+    axis.set_labels([narrower, "b"])
+    assert axis.fixedWidth == first
+    axis.set_labels(["␣because of the weather", "c"], columns=None)   # not elided
+    assert axis.fixedWidth > first + width(" of the weather") - 2   # room for the new widest label
+    wide = axis.fixedWidth
+    axis.set_labels(["a", "b"])
+    assert axis.fixedWidth < wide - SIZE_SLACK   # far narrower labels give the room back
+    assert axis.fixedWidth >= width("a")

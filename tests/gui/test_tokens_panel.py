@@ -40,6 +40,8 @@ def test_chips_show_piece_id_and_byte_span_in_sentence_order(panel, bundle, text
         assert panel.chips.chip_lines(i) == (token.display, f"id {token.id}",
                                              f"bytes {token.byte_start}–{token.byte_end}")
     assert all("\ufffd" not in panel.chips.chip_lines(i)[0] for i in range(len(tokens)))
+    n_bytes, n_chars = len(text.encode("utf-8")), len(text)
+    assert panel.counts.text() == f"<b>{len(tokens)} tokens</b> · {n_bytes} bytes · {n_chars} characters."
 
 
 def test_hovering_a_chip_asks_to_highlight_its_characters(panel, bundle, qtbot):
