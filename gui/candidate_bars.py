@@ -33,6 +33,7 @@ AFTER_BAR_HEIGHT = 0.38
 
 ROW_PX = 18          # a 9 pt row label and a little air: below this the axis drops every other rank
 LABELLED_ROWS = 20   # rows that always get their own label; beyond, the axis thins them (50 bars: no 1,000 px page)
+CANDIDATE_AXIS_SLACK = 64   # px a side axis may keep to spare (its labels: candidates ~45-105 px wide, rank or %)
 
 
 def legible_rows_height(view: QWidget, rows: int, chrome: int) -> None:
@@ -48,8 +49,11 @@ class CandidateBars(pg.PlotWidget):
     sigRowHovered = Signal(object)   # the row under the mouse, or None
 
     def __init__(self, parent=None) -> None:
-        super().__init__(parent, axisItems={"left": TokenAxis("left", point_size=9),
-                                            "right": TokenAxis("right", point_size=9), "bottom": FastAxis("bottom")})
+        # The candidates change far more from sentence to sentence than a sentence's own tokens: with this much
+        # slack the bars keep their place (and the plot its layout) instead of moving with the widest label.
+        side = dict(point_size=9, slack=CANDIDATE_AXIS_SLACK)
+        super().__init__(parent, axisItems={"left": TokenAxis("left", **side), "right": TokenAxis("right", **side),
+                                            "bottom": FastAxis("bottom")})
         self.rows = 0
         self.cursor_row = 0              # the row Enter chooses
         self._keyboard_used = False      # the cursor row is highlighted only after arrow keys

@@ -26,20 +26,22 @@ SIZE_SLACK = 16        # pixels an axis may stay wider (taller) than its labels 
                        # a few pixels narrower, then keep the plot's layout instead of laying it out again
 
 
-def _with_slack(current: int | None, needed: int | None) -> int | None:
+def _with_slack(current: int | None, needed: int | None, slack: int) -> int | None:
     """The axis' size for labels that need `needed`: the current one while it holds them with little to spare."""
-    if current is not None and needed is not None and needed <= current <= needed + SIZE_SLACK:
+    if current is not None and needed is not None and needed <= current <= needed + slack:
         return current
     return needed
 
 
 class TokenAxis(FastAxis):
     def __init__(self, orientation: str, offset: float = 0.5, point_size: float = 8.5,
-                 turn_labels: bool = True) -> None:
+                 turn_labels: bool = True, slack: int = SIZE_SLACK) -> None:
         """offset: where row i's label sits (0.5: the centre of cell [i, i+1]; 0: at i, for bars).
-        turn_labels: a bottom axis turns labels that do not fit side by side (False: thins them instead)."""
+        turn_labels: a bottom axis turns labels that do not fit side by side (False: thins them instead).
+        slack: pixels the axis may keep to spare before a new set of labels narrows it."""
         super().__init__(orientation)
         self._offset = offset
+        self._slack = slack
         self.turn_labels = turn_labels
         self._labels: list[str] = []
         self._upright: list[tuple[float, float, str]] = []  # (x, y, text) drawn turned by -90°
@@ -64,7 +66,7 @@ class TokenAxis(FastAxis):
         self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             needed = int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth())
-            self.setWidth(_with_slack(self.fixedWidth, needed))
+            self.setWidth(_with_slack(self.fixedWidth, needed, self._slack))
         else:   # pyqtgraph learns the labels' height only while painting: an export paints once, too late
             self._updateMaxTextSize(math.ceil(line))
         self.picture = None
@@ -167,7 +169,8 @@ class TokenAxis(FastAxis):
         wanted = None
         if text_width is not None:
             label_height = self.label.boundingRect().height() * 0.8 if self.label.isVisible() else 0
-            wanted = _with_slack(self.fixedHeight, int(text_width + self.style["tickTextOffset"][1] + 4 + label_height))
+            wanted = _with_slack(self.fixedHeight, int(text_width + self.style["tickTextOffset"][1] + 4 + label_height),
+                                 self._slack)
         if wanted != self.fixedHeight:
             self.setHeight(wanted)
 

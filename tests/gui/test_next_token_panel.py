@@ -13,9 +13,10 @@ from core.runners import NumpyRunner
 from core.sampling import CANDIDATES_HEADER, SamplingSettings, candidate_distribution
 from core.session import analyse
 from core.tokenizer import BYTE_ENCODER
-from gui.candidate_bars import RULED_OUT_FILL
+from gui.candidate_bars import CANDIDATE_AXIS_SLACK, RULED_OUT_FILL
 from gui.panels.next_token_panel import LABEL_COLUMNS, NextTokenPanel
 from gui.text_fit import elide
+from gui.token_axis import SIZE_SLACK
 from gui.selection import Selection
 
 
@@ -337,3 +338,18 @@ def test_a_new_last_token_in_the_header_does_not_lay_the_page_out_again(panel, b
         assert panel.header.text().startswith(f"Next token after “{trace.label(trace.n_tokens - 1)}”")
         qtbot.wait(20)
     assert requests.count == 0
+
+
+
+def test_the_bars_keep_their_place_when_a_new_sentence_has_narrower_candidates(panel, english_trace):
+    """The candidates' labels change far more than a sentence's own tokens: the label axis keeps its width
+    (and the bars their place) while the widest label is within CANDIDATE_AXIS_SLACK of it."""
+    axis = panel.chart.getPlotItem().getAxis("left")
+    panel.set_trace(english_trace)
+    width, texts = axis.fixedWidth, axis.label_texts().width
+    widest = max(map(texts, _left_labels(panel)))
+    one_letter = replace(english_trace, vocab_labels=tuple(label[:1] for label in english_trace.vocab_labels))
+    panel.set_trace(one_letter)
+    narrowest = max(map(texts, _left_labels(panel)))
+    assert SIZE_SLACK < widest - narrowest <= CANDIDATE_AXIS_SLACK   # a plain token axis would narrow here
+    assert axis.fixedWidth == width
