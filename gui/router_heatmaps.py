@@ -171,8 +171,9 @@ class RouterView(QWidget):
         if narrowest <= 0:   # not laid out yet
             return round(2 * n_experts * column_px + CHROME_PX)
         # The two plots share any width given or taken equally: the narrower (the one with the token
-        # names) must reach n × column_px.
-        return round(self.plots.width() + 2 * (n_experts * column_px - narrowest))
+        # names) must reach n × column_px. Mid-layout (a panel built hidden, then shown) the plots' cells
+        # can be wider than the widget holding them: then nothing is needed (Qt warns at a negative size).
+        return max(0, round(self.plots.width() + 2 * (n_experts * column_px - narrowest)))
 
     def window_rows(self) -> int:
         """How many rows to show at once: every row while each is LEGIBLE_ROW_PX tall, at most WINDOW_ROWS;

@@ -109,3 +109,17 @@ def test_a_32_layer_model_picks_its_layer_from_a_list_that_fits_the_dock(show, m
     assert asked.args == [{"layer": 20}]
     panel.set_selection(Selection(layer=27))
     assert panel.layer_box.currentIndex() == 27 and panel.routing.layer == 27
+
+
+
+def test_mid_layout_the_least_width_is_never_negative(show, make_bundle, qtbot):
+    """Built hidden and then shown, the router's plots were for a moment narrower than the cells laid out
+    in them: the least width asked for came out negative (Qt: "Negative sizes are not possible")."""
+    trace = analyse(NumpyRunner(make_bundle(**SHAPES[8])), SENTENCE)
+    panel = show(MoePanel(), 1400, 470)
+    panel.set_trace(trace)
+    qtbot.wait(50)
+    router, n = panel.router, trace.config.num_local_experts
+    assert min(router.probs_plot.vb.width(), router.weights_plot.vb.width()) > n * MIN_EXPERT_PX + 50
+    router.plots.width = lambda: 50   # the holder's width at that moment, its cells laid out wider
+    assert router.least_width(n) == 0
