@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.fonts import ui_font
 from gui.head_lines import muted_text
+from gui.static_texts import static_texts
 from gui.text_widths import TextWidths
 from gui.theme import ink, is_dark_theme, on_paper
 
@@ -53,7 +54,8 @@ class ChipFlow(QWidget):
         self._big_width, self._small_width = TextWidths(self._big), TextWidths(self._small)
         self._rects: list[QRectF] = []
         self._boxes: list[QRectF | None] = []                   # each chip's outline, half a pixel inside its rect
-        self._anchors: list[tuple[QPointF, ...] | None] = []    # where each of a chip's lines starts (its baseline)
+        self._corners: list[tuple[QPointF, ...] | None] = []    # where each of a chip's lines starts (its top left)
+        self._big_texts, self._small_texts = static_texts(self._big), static_texts(self._small)
         self._pens: dict[tuple[int, bool], QPen] = {}       # a plain chip's outline, by its fill's rgba and theme
         self._laid_out_width = -1
         self._marked = -1
@@ -139,7 +141,7 @@ class ChipFlow(QWidget):
         """Forget where the chips' outlines and lines were drawn: each is worked out at its chip's first paint
         after a layout (only the chips in view), then kept for the repaints of hovering and selecting."""
         self._boxes = [None] * len(self._rects)
-        self._anchors = [None] * len(self._rects)
+        self._corners = [None] * len(self._rects)
 
     def _box(self, index: int) -> QRectF:
         box = self._boxes[index]
@@ -147,17 +149,17 @@ class ChipFlow(QWidget):
             box = self._boxes[index] = self._rects[index].adjusted(0.5, 0.5, -0.5, -0.5)
         return box
 
-    def _line_anchors(self, index: int) -> tuple[QPointF, ...]:
-        """Where each of the chip's lines starts: centred in the chip, on its baseline."""
-        anchors = self._anchors[index]
-        if anchors is None:
-            rect, widths, small = self._rects[index], self._line_widths[index], self._small_metrics
+    def _line_corners(self, index: int) -> tuple[QPointF, ...]:
+        """Where each of the chip's lines starts: centred in the chip, the big line on top."""
+        corners = self._corners[index]
+        if corners is None:
+            rect, widths = self._rects[index], self._line_widths[index]
             x, top = rect.x(), rect.y() + PAD_Y
-            anchors = self._anchors[index] = (
-                QPointF(x + (rect.width() - widths[0]) / 2, top + self._big_metrics.ascent()),
-                *(QPointF(x + (rect.width() - width) / 2, top + self._big_height + row * small.height() + small.ascent())
+            corners = self._corners[index] = (
+                QPointF(x + (rect.width() - widths[0]) / 2, top),
+                *(QPointF(x + (rect.width() - width) / 2, top + self._big_height + row * self._small_height)
                   for row, width in enumerate(widths[1:])))
-        return anchors
+        return corners
 
     def _ensure_layout(self) -> None:
         if self._laid_out_width != self.width():
@@ -217,12 +219,15 @@ class ChipFlow(QWidget):
             self._draw_chip_lines(painter, index, big)
 
     def _draw_chip_lines(self, painter: QPainter, index: int, big: bool) -> None:
-        lines, anchors = self._chips[index].lines, self._line_anchors(index)
+        """From the layouts kept per string (gui.static_texts): the same pixels as drawText, which would lay
+        every line out again at every paint (half the chips' paint time)."""
+        lines, corners = self._chips[index].lines, self._line_corners(index)
         if big:
-            painter.drawText(anchors[0], lines[0])
+            painter.drawStaticText(corners[0], self._big_texts(lines[0]))
             return
-        for anchor, text in zip(anchors[1:], lines[1:]):
-            painter.drawText(anchor, text)
+        texts = self._small_texts
+        for corner, text in zip(corners[1:], lines[1:]):
+            painter.drawStaticText(corner, texts(text))
 
     # ------------------------------------------------------------ mouse
     def index_at(self, x: float, y: float) -> int:
