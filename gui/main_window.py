@@ -51,6 +51,7 @@ SCREEN_SHARE = 0.9              # ...and on a smaller one, this share of its wid
 TITLE_BAR_ROOM = 48             # and its height less the window's title bar: at 800 px every line counts
 STATUS_BACKENDS = {"onnx": "ONNX Runtime", "numpy": "NumPy", "both": "ONNX + NumPy"}
 BUSY_TEXT = "running…"
+BUSY_DELAY_MS = 250   # a run over sooner never says "running…": at typing speed it flickered on every key
 NO_FIGURE_YET = "there is no figure yet: type a sentence first"
 BACKEND_LABELS = {"onnx": "ONNX Runtime", "numpy": "NumPy reference", "both": "Both (ONNX ↔ NumPy parity)"}
 
@@ -217,6 +218,10 @@ class MainWindow(QMainWindow):
         self.cancel_button.setToolTip("Stop the analysis in progress (Esc)")
         self.cancel_button.clicked.connect(self.controller.cancel)
         self.cancel_button.setEnabled(False)
+        self._busy_delay = QTimer(self)   # (Esc cancels at once all the same)
+        self._busy_delay.setSingleShot(True)
+        self._busy_delay.setInterval(BUSY_DELAY_MS)
+        self._busy_delay.timeout.connect(self._say_busy)
         status.addPermanentWidget(self.cancel_button)
         self.interventions_label = QLabel()   # what is switched off or patched (core.interventions.describe)
         self.interventions_label.setObjectName("status_interventions")
@@ -457,8 +462,19 @@ class MainWindow(QMainWindow):
             self.parity_label.setText(f"ONNX↔NumPy max |Δ| {parity:.1e}")
 
     def _show_busy(self, busy: bool) -> None:
-        self.busy_label.setText(BUSY_TEXT if busy else "")
-        self.cancel_button.setEnabled(busy)
+        """A run under way is said (and Cancel offered) once it has lasted BUSY_DELAY_MS."""
+        if busy:
+            if not self._busy_delay.isActive() and not self.cancel_button.isEnabled():
+                self._busy_delay.start()
+            return
+        self._busy_delay.stop()
+        self.busy_label.setText("")
+        self.cancel_button.setEnabled(False)
+
+    def _say_busy(self) -> None:
+        if self.controller.busy():
+            self.busy_label.setText(BUSY_TEXT)
+            self.cancel_button.setEnabled(True)
 
     def _show_text_note(self, text: str) -> None:
         self.text_note.setText(text)
