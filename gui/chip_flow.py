@@ -219,8 +219,8 @@ class ChipFlow(QWidget):
             self._draw_chip_lines(painter, index, big)
 
     def _draw_chip_lines(self, painter: QPainter, index: int, big: bool) -> None:
-        """From the layouts kept per string (gui.static_texts): the same pixels as drawText, which would lay
-        every line out again at every paint (half the chips' paint time)."""
+        """From the layouts kept per string (gui.static_texts): drawText would lay every line out again at
+        every paint (half the chips' paint time). The same glyphs in the same places."""
         lines, corners = self._chips[index].lines, self._line_corners(index)
         if big:
             painter.drawStaticText(corners[0], self._big_texts(lines[0]))
