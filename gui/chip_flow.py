@@ -3,14 +3,21 @@
 One painted widget rather than one QLabel per chip, so a 256-token sentence redraws in a few
 milliseconds and renders to PNG/SVG exactly as on screen. Chips may carry several lines: the first
 is drawn large (the piece), the others small (id, byte span).
+
+Chips are whole pixels wide and tall, so every chip sits on whole pixels. On screen a plain chip's
+box (its anti-aliased rounded fill and outline, most of a flow's paint) is then copied from a picture
+kept per fill and size: chips of a sentence share a few sizes, and the next sentence's mostly repeat
+them. Vector output (SVG, PDF) and scaled renders draw every box as a path.
 """
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPainter, QPalette, QPen
+from PySide6.QtCore import QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetricsF, QMouseEvent, QPaintEngine, QPainter, QPalette, QPen, QPixmap
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gui.fonts import ui_font
@@ -26,6 +33,9 @@ PAD_X, PAD_Y = 6.0, 3.0
 MARK_COLOUR = QColor(230, 120, 20)     # the selected chip's outline
 HOVER_COLOUR = QColor(40, 90, 180)
 OUTLINE_ROOM = 2.0   # pixels beyond a chip's rect its thickest outline (the mark's) can reach
+CORNER_RADIUS = 4.0
+BOX_PICTURES_KEPT = 512   # ~13 kB each at 64 × 50 px: a few MB at most, shared by every flow
+_BOX_PICTURES: "OrderedDict[tuple, QPixmap]" = OrderedDict()   # least recently drawn first
 
 
 @dataclass(frozen=True)
@@ -35,8 +45,43 @@ class Chip:
     gap_before: bool = False       # a new word starts here
 
 
+def box_picture(fill: QColor, pen: QPen, width: int, height: int, ratio: int) -> QPixmap:
+    """A plain chip's box, width × height pixels (device pixels × ratio), as drawRoundedRect draws it there."""
+    key = (fill.rgba(), pen.color().rgba(), pen.widthF(), width, height, ratio)
+    picture = _BOX_PICTURES.get(key)
+    if picture is not None:
+        _BOX_PICTURES.move_to_end(key)
+        return picture
+    picture = QPixmap(width * ratio, height * ratio)
+    picture.setDevicePixelRatio(ratio)
+    picture.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(picture)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    painter.setPen(pen)
+    painter.setBrush(fill)
+    painter.drawRoundedRect(QRectF(0.5, 0.5, width - 1, height - 1), CORNER_RADIUS, CORNER_RADIUS)
+    painter.end()
+    _BOX_PICTURES[key] = picture
+    if len(_BOX_PICTURES) > BOX_PICTURES_KEPT:
+        _BOX_PICTURES.popitem(last=False)
+    return picture
+
+
+def copies_pictures(painter: QPainter) -> int:
+    """The device pixel ratio at which pictures copied onto this painter land on whole device pixels
+    (a raster device, moved by whole pixels, at a whole ratio); 0 where boxes must be drawn as paths."""
+    if painter.paintEngine().type() != QPaintEngine.Type.Raster:
+        return 0
+    ratio = painter.device().devicePixelRatioF()
+    move = painter.worldTransform()   # the device's ratio aside
+    whole_move = move.type() in (move.TransformationType.TxNone, move.TransformationType.TxTranslate) \
+        and move.dx() == int(move.dx()) and move.dy() == int(move.dy())
+    return int(ratio) if whole_move and ratio == int(ratio) else 0
+
+
 class ChipFlow(QWidget):
     themed_fills = True   # the fills mark kinds (gui.theme.on_paper turns them deep on the dark theme)
+    kept_boxes = True     # few fills, so box pictures are reused (a colour map's fills would not be)
 
     sigHovered = Signal(int)   # chip index under the mouse; -1 when it leaves every chip
     sigClicked = Signal(int)
@@ -99,8 +144,9 @@ class ChipFlow(QWidget):
 
     # ------------------------------------------------------------ layout
     def _chip_size(self, lines: int, widths: list[float]) -> tuple[float, float]:
+        """Whole pixels (the gaps and margins are too), so every chip's box lands on whole pixels."""
         height = self._big_height + self._small_height * (lines - 1)
-        return max(widths) + 2 * PAD_X, height + 2 * PAD_Y
+        return float(math.ceil(max(widths) + 2 * PAD_X)), float(math.ceil(height + 2 * PAD_Y))
 
     def _flow(self, width: float) -> tuple[list[QRectF], float]:
         """Chip rectangles for a given widget width, and the height they need."""
@@ -187,12 +233,14 @@ class ChipFlow(QWidget):
             return
         region = event.region()   # a changed outline repaints two chips, not the rows between them
         shown = [i for i, rect in enumerate(self._rects) if region.intersects(rect.toAlignedRect())]
+        ratio = copies_pictures(painter) if self.kept_boxes else 0
         for index in shown:   # boxes first, then text by font: fewer painter state changes
-            self._draw_box(painter, index)
+            self._draw_box(painter, index, ratio)
         self._draw_lines(painter, shown, big=True)
         self._draw_lines(painter, shown, big=False)
 
-    def _draw_box(self, painter: QPainter, index: int) -> None:
+    def _draw_box(self, painter: QPainter, index: int, ratio: int = 0) -> None:
+        """ratio: copy a plain box from its picture at this device pixel ratio (0: draw it as a path)."""
         fill = on_paper(self._chips[index].fill) if self.themed_fills else self._chips[index].fill
         if index == self._marked:
             pen = QPen(MARK_COLOUR, 2.5)
@@ -200,9 +248,14 @@ class ChipFlow(QWidget):
             pen = QPen(HOVER_COLOUR, 1.5)
         else:
             pen = self._plain_pen(fill)
+            if ratio:
+                rect = self._rects[index]
+                painter.drawPixmap(QPoint(int(rect.x()), int(rect.y())),
+                                   box_picture(fill, pen, int(rect.width()), int(rect.height()), ratio))
+                return
         painter.setPen(pen)
         painter.setBrush(fill)
-        painter.drawRoundedRect(self._box(index), 4, 4)
+        painter.drawRoundedRect(self._box(index), CORNER_RADIUS, CORNER_RADIUS)
 
     def _plain_pen(self, fill: QColor) -> QPen:
         dark = is_dark_theme()

@@ -39,6 +39,7 @@ def _shown(value_format: str, value: float) -> str:
 class TokenStrip(ChipFlow):
     """Tokens as chips filled with their value's colour; the text contrasts with the fill."""
     themed_fills = False   # a colour map's colours: the same on either theme
+    kept_boxes = False     # nearly every chip has a fill of its own: a picture of it would not be reused
 
     def set_values(self, labels: Sequence[str], values: np.ndarray, levels: tuple[float, float],
                    cmap: pg.ColorMap, value_format: str = "{:+.2f}", skipped: str = "") -> None:
