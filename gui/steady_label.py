@@ -6,11 +6,32 @@ its docks (~8–10 ms a label). SteadyLabel holds a QLabel (`.label`, filling it
 request on only when the label's size needs change: for wrapped text, its height at the width it
 has or its minimum size; otherwise its size hint or minimum size. A wrapped label's size hint is
 not compared: its width follows the length of the text, and it only sizes a dock not yet laid out.
+
+Widths have slack: a text up to WIDTH_SLACK pixels narrower than the one laid out keeps the room
+that one had (a count going from 183 to 169 bytes, a caption's longest word a few letters shorter),
+so the words beside it stay put while the user types; a wider text, and any change of height, is
+laid out at once.
 """
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QSize
 from PySide6.QtWidgets import QLabel, QWidget
+
+WIDTH_SLACK = 16   # pixels a text may shrink by and keep the width it was laid out with
+
+
+def _holds(laid_out: QSize, needed: QSize) -> bool:
+    """The size the layout gave room for still suits a text needing `needed`: the same height, and a
+    width at most WIDTH_SLACK wider than it needs."""
+    return laid_out.height() == needed.height() and 0 <= laid_out.width() - needed.width() <= WIDTH_SLACK
+
+
+def _needs_held(laid_out: tuple | None, needed: tuple) -> bool:
+    """What the layout last read (`laid_out`) still holds for `needed`: the same but for width slack."""
+    if laid_out is None or len(laid_out) != len(needed):
+        return False
+    return all(old == new or (isinstance(old, QSize) and isinstance(new, QSize) and _holds(old, new))
+               for old, new in zip(laid_out, needed))
 
 
 class SteadyLabel(QWidget):
@@ -72,7 +93,7 @@ class SteadyLabel(QWidget):
 
     def _pass_on_if_resized(self) -> None:
         needs = self._size_needs()
-        if needs != self._needs:
+        if not _needs_held(self._needs, needs):
             self._needs = needs
             self.setSizePolicy(self.label.sizePolicy())   # QLabel's: height for width once text wraps
             self.updateGeometry()

@@ -93,3 +93,33 @@ def test_the_same_text_again_is_not_set_on_the_label(qtbot, monkeypatch):
     assert measured == []
     label.setText("<b>29 tokens</b> · 75 bytes")
     assert measured == ["<b>29 tokens</b> · 75 bytes"]
+
+
+def test_a_slightly_narrower_text_keeps_its_room_and_a_wider_one_is_laid_out(qtbot, show):
+    """While typing, a count going from 183 to 169 bytes must not move the words beside it."""
+    from gui.steady_label import WIDTH_SLACK
+
+    label = SteadyLabel("<b>64 tokens</b> · 183 bytes")
+    box = show(holding(label), 400, 200)
+    qtbot.wait(20)
+    requests = LayoutRequests()
+    box.installEventFilter(requests)
+    laid_out = label.label.sizeHint().width()
+    narrower = next(text for text in ("<b>64 tokens</b> · 83 bytes", "<b>64 tokens</b> · 3 bytes")
+                    if 0 < laid_out - SteadyLabel(text).sizeHint().width() <= WIDTH_SLACK)
+    label.setText(narrower)
+    qtbot.wait(20)
+    assert requests.count == 0
+    label.setText("<b>64 tokens</b> · 183 bytes · 121 characters")   # wider: laid out at once
+    qtbot.waitUntil(lambda: requests.count >= 1, timeout=5000)
+    qtbot.waitUntil(lambda: label.width() >= label.label.sizeHint().width(), timeout=5000)
+
+
+def test_a_text_far_narrower_than_the_slack_is_laid_out_again(qtbot, show):
+    label = SteadyLabel("a fairly long status text that takes room")
+    box = show(holding(label), 600, 200)
+    qtbot.wait(20)
+    requests = LayoutRequests()
+    box.installEventFilter(requests)
+    label.setText("short")
+    qtbot.waitUntil(lambda: requests.count >= 1, timeout=5000)
