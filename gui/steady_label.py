@@ -8,9 +8,10 @@ has or its minimum size; otherwise its size hint or minimum size. A wrapped labe
 not compared: its width follows the length of the text, and it only sizes a dock not yet laid out.
 
 Widths have slack: a text up to WIDTH_SLACK pixels narrower than the one laid out keeps the room
-that one had (a count going from 183 to 169 bytes, a caption's longest word a few letters shorter),
-so the words beside it stay put while the user types; a wider text, and any change of height, is
-laid out at once.
+that one had (a count going from 183 to 169 bytes), so the words beside it stay put while the user
+types; a wider text, and any change of height, is laid out at once. A wrapped label's minimum (its
+longest word) is passed on only once it no longer fits in the label as it is: a merge caption's
+longest word changes with every sentence, and the layout would place everything where it was.
 """
 from __future__ import annotations
 
@@ -26,12 +27,19 @@ def _holds(laid_out: QSize, needed: QSize) -> bool:
     return laid_out.height() == needed.height() and 0 <= laid_out.width() - needed.width() <= WIDTH_SLACK
 
 
-def _needs_held(laid_out: tuple | None, needed: tuple) -> bool:
-    """What the layout last read (`laid_out`) still holds for `needed`: the same but for width slack."""
-    if laid_out is None or len(laid_out) != len(needed):
+def _needs_held(laid_out: tuple | None, needed: tuple, wrapped_in: QSize | None) -> bool:
+    """What the layout last read (`laid_out`: policy, size hint or height for width, minimum size)
+    still holds for `needed`, but for width slack. wrapped_in: a wrapped label's size now, whose new
+    minimum (its longest word) changes nothing on screen while it fits in it."""
+    if laid_out is None:
         return False
-    return all(old == new or (isinstance(old, QSize) and isinstance(new, QSize) and _holds(old, new))
-               for old, new in zip(laid_out, needed))
+    (policy, hint, least), (new_policy, new_hint, new_least) = laid_out, needed
+    if policy != new_policy or not (hint == new_hint or isinstance(hint, QSize) and isinstance(new_hint, QSize)
+                                                        and _holds(hint, new_hint)):
+        return False
+    if wrapped_in is not None:
+        return new_least.width() <= wrapped_in.width() and new_least.height() <= wrapped_in.height()
+    return least == new_least or _holds(least, new_least)
 
 
 class SteadyLabel(QWidget):
@@ -93,7 +101,7 @@ class SteadyLabel(QWidget):
 
     def _pass_on_if_resized(self) -> None:
         needs = self._size_needs()
-        if not _needs_held(self._needs, needs):
+        if not _needs_held(self._needs, needs, self.size() if self.label.wordWrap() and self.isVisible() else None):
             self._needs = needs
             self.setSizePolicy(self.label.sizePolicy())   # QLabel's: height for width once text wraps
             self.updateGeometry()

@@ -123,3 +123,19 @@ def test_a_text_far_narrower_than_the_slack_is_laid_out_again(qtbot, show):
     box.installEventFilter(requests)
     label.setText("short")
     qtbot.waitUntil(lambda: requests.count >= 1, timeout=5000)
+
+
+def test_a_wrapped_label_passes_on_a_longer_word_only_once_it_no_longer_fits(qtbot, show):
+    """A merge caption's longest word changes with every sentence; the layout needs to hear of it only
+    when the label, as it is, is too narrow for the word."""
+    label = SteadyLabel("Step 80 of 80: merge ‘ab’ + ‘c’")
+    label.setWordWrap(True)
+    box = show(holding(label), 300, 200)
+    qtbot.wait(20)
+    requests = LayoutRequests()
+    box.installEventFilter(requests)
+    label.setText("Step 81 of 81: merge ‘abcdefgh’ + ‘c’")   # a longer word, on one line still
+    qtbot.wait(20)
+    assert requests.count == 0
+    label.setText("Step 82 of 82: merge ‘" + "x" * 80 + "’")   # a word wider than the label
+    qtbot.waitUntil(lambda: requests.count >= 1, timeout=5000)
