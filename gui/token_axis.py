@@ -22,6 +22,7 @@ SPACE_MARK = "␣"
 LEGIBLE_PITCH = 1.1    # a row at least this many ems tall gets its own label
 LABEL_GAP = 6          # pixels between two level labels on a bottom axis
 MARK_GAP = 3           # pixels between a turned word and the upright space marker under it
+UPRIGHT_PICTURES_KEPT = 4096   # turned labels kept per axis (a few kB each); a long session starts afresh
 SIZE_SLACK = 16        # pixels an axis may stay wider (taller) than its labels need: a new sentence's labels,
                        # a few pixels narrower, then keep the plot's layout instead of laying it out again
 
@@ -48,6 +49,7 @@ class TokenAxis(FastAxis):
         self._widest = 0.0
         self._turned_length = 0.0   # the longest label turned: its word, and the upright ␣ below it
         self._upright_image: tuple | None = None   # (what it shows, QImage, where it goes)
+        self._upright_pictures: dict[tuple, tuple[QImage, float]] = {}   # (label, ratio, colour) -> picture, anchor
         self.setTickFont(ui_font(point_size))
         self.setStyle(tickLength=4, hideOverlappingLabels=False)
         self.enableAutoSIPrefix(False)   # names have no units; the prefix check re-lays the title out per range
@@ -176,8 +178,8 @@ class TokenAxis(FastAxis):
 
     def paint(self, p, opt, widget) -> None:
         """The axis as FastAxis draws it, then the upright labels: on screen and in PNGs from an image
-        made once per label set (turned text has no glyph cache: 64 labels cost tens of ms a repaint),
-        in SVG as text."""
+        made once per label set out of pictures kept per label (turned text has no glyph cache: 64
+        labels cost tens of ms a repaint), in SVG as text."""
         super().paint(p, opt, widget)
         if not self._upright:
             return
@@ -192,38 +194,69 @@ class TokenAxis(FastAxis):
         p.drawImage(QRectF(origin.x(), origin.y(), image.width() / ratio, image.height() / ratio), image)
 
     def _render_upright(self, ratio: float) -> tuple[QImage, QPointF]:
-        metrics = self._metrics()
+        """Every upright label in one image, each copied from its own picture (a label's picture is kept:
+        turned text is slow to draw, and a new sentence repeats most of the last one's labels)."""
+        pictures = [self._upright_picture(text, ratio) for _, _, text in self._upright]
+        reach = max(half for _, half in pictures)   # from a label's anchor to its picture's side
         xs = [x for x, _, _ in self._upright]
-        left, top = min(xs) - metrics.height(), min(y for _, y, _ in self._upright)
-        width = max(xs) - left + metrics.height()
-        height = self._widest + 2 * metrics.height()
-        image = QImage(max(1, int(width * ratio)), max(1, int(height * ratio)), QImage.Format.Format_ARGB32_Premultiplied)
+        left, top = min(xs) - reach, min(y for _, y, _ in self._upright)
+        width = max(xs) + reach - left
+        height = max(picture.height() / ratio for picture, _ in pictures)
+        image = QImage(max(1, math.ceil(width * ratio)), max(1, math.ceil(height * ratio)),
+                       QImage.Format.Format_ARGB32_Premultiplied)
         image.fill(0)
         painter = QPainter(image)
-        painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
         painter.scale(ratio, ratio)
-        self._draw_upright(painter, -left, -top)
+        for (x, y, _), (picture, half) in zip(self._upright, pictures):
+            painter.drawImage(QPointF(x - half - left, y - top), picture)
         painter.end()
         return image, QPointF(left, top)
 
+    def _upright_picture(self, text: str, ratio: float) -> tuple[QImage, float]:
+        """One turned label, and how far its anchor (where the word ends, at the axis) is from the
+        picture's left edge: a line height, or half the space markers' width where that is more."""
+        key = (text, ratio, self.textPen().color().rgba())
+        kept = self._upright_pictures.get(key)
+        if kept is None:
+            if len(self._upright_pictures) >= UPRIGHT_PICTURES_KEPT:
+                self._upright_pictures.clear()
+            metrics = self._metrics()
+            height = metrics.height()
+            marks = SPACE_MARK * (len(text) - len(text.lstrip(SPACE_MARK)))
+            half = max(height, metrics.horizontalAdvance(marks) / 2 + 1)
+            reach = self._turned_extent(text, metrics.horizontalAdvance, height) + MARK_GAP + height
+            picture = QImage(max(1, math.ceil(2 * half * ratio)), max(1, math.ceil(reach * ratio)),
+                             QImage.Format.Format_ARGB32_Premultiplied)
+            picture.setDevicePixelRatio(ratio)
+            picture.fill(0)
+            painter = QPainter(picture)
+            painter.setRenderHint(QPainter.RenderHint.TextAntialiasing, True)
+            self._draw_upright_label(painter, half, 0.0, text)
+            painter.end()
+            kept = self._upright_pictures[key] = (picture, half)
+        return kept
+
     def _draw_upright(self, p: QPainter, dx: float, dy: float) -> None:
+        for x, y, text in self._upright:
+            self._draw_upright_label(p, x + dx, y + dy, text)
+
+    def _draw_upright_label(self, p: QPainter, x: float, y: float, text: str) -> None:
+        """The word turned, ending at (x, y); a space marker upright below it."""
         metrics = self._metrics()
         height = metrics.height()
-        width = self._widest + 2
         p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
-        for x, y, text in self._upright:
-            x, y = x + dx, y + dy
-            word = text.lstrip(SPACE_MARK)
-            marks = len(text) - len(word)
-            p.save()
-            p.translate(x, y)
-            p.rotate(-90)  # text runs upwards and ends at the axis
-            p.drawText(QRectF(-width, -height / 2, width, height),
-                       int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), word)
-            p.restore()
-            if marks:   # the space marker, upright, its ink MARK_GAP below the word's start (a line below, it
-                mark = SPACE_MARK * marks   # read as a stray bracket: the glyph sits low in its line)
-                ink_top = metrics.tightBoundingRect(mark).top()   # above the baseline: negative
-                p.drawText(QPointF(x - metrics.horizontalAdvance(mark) / 2,
-                                   y + metrics.horizontalAdvance(word) + MARK_GAP - ink_top), mark)
+        word = text.lstrip(SPACE_MARK)
+        marks = len(text) - len(word)
+        width = metrics.horizontalAdvance(word) + 2
+        p.save()
+        p.translate(x, y)
+        p.rotate(-90)  # text runs upwards and ends at the axis
+        p.drawText(QRectF(-width, -height / 2, width, height),
+                   int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), word)
+        p.restore()
+        if marks:   # the space marker, upright, its ink MARK_GAP below the word's start (a line below, it
+            mark = SPACE_MARK * marks   # read as a stray bracket: the glyph sits low in its line)
+            ink_top = metrics.tightBoundingRect(mark).top()   # above the baseline: negative
+            p.drawText(QPointF(x - metrics.horizontalAdvance(mark) / 2,
+                               y + metrics.horizontalAdvance(word) + MARK_GAP - ink_top), mark)
