@@ -63,9 +63,10 @@ class TokenAxis(FastAxis):
             return   # nothing to draw anew
         self._labels = labels
         width = self.label_texts().width
-        self._widest = max(map(width, self._labels), default=0.0)
+        widths = dict(zip(labels, map(width, labels)))   # each label measured once (rows repeat labels)
+        self._widest = max(widths.values(), default=0.0)
         line = self._metrics().height()
-        self._turned_length = max((self._turned_extent(label, width, line) for label in self._labels), default=0.0)
+        self._turned_length = max((self._turned_extent(label, width, line) for label in widths), default=0.0)
         if self.orientation in ("left", "right"):   # width for every label, not only those shown now
             needed = int(self._widest + self.style["tickTextOffset"][0] + 6 + self._title_depth())
             self.setWidth(_with_slack(self.fixedWidth, needed, self._slack))
