@@ -80,3 +80,63 @@ def test_new_chips_and_a_new_width_draw_as_a_fresh_flow_does(show):
     assert flow.size() == fresh.size()
     assert full_paint(flow) == full_paint(fresh)
     assert on_screen(flow) == full_paint(fresh)
+
+
+def test_box_pictures_draw_what_the_paths_draw_and_are_kept_per_fill_and_size(show):
+    """A plain chip's box is copied from a kept picture: within 2/255 of drawing it as a path (anti-aliased
+    edges composited once more), on whole pixels, and one picture serves every chip of its fill and size."""
+    import numpy as np
+
+    import gui.chip_flow as chip_flow
+
+    class Paths(ChipFlow):
+        kept_boxes = False
+
+    words = ["订单", "the", "the", "‹e5 9b›", "word", "word"] * 5
+    copied, drawn = show(ChipFlow(), 420, 300), show(Paths(), 420, 300)
+    for flow in (copied, drawn):
+        flow.set_chips(chips(words) + chips(words, ORANGE))
+        flow.set_marked(3)
+    rects = [copied.chip_rect(i) for i in range(copied.chip_count())]
+    assert all(value == int(value) for r in rects for value in (r.x(), r.y(), r.width(), r.height()))
+
+    def pixels(flow) -> np.ndarray:
+        image = full_paint(flow).convertToFormat(QImage.Format.Format_RGBA8888)
+        return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4).astype(int)
+
+    chip_flow._BOX_PICTURES.clear()
+    a, b = pixels(copied), pixels(drawn)
+    assert a.shape == b.shape and np.abs(a - b).max() <= 2
+    sizes = {(chip.fill.rgba(), int(r.width()), int(r.height()))
+             for index, (chip, r) in enumerate(zip(copied._chips, rects)) if index != 3}
+    assert len(chip_flow._BOX_PICTURES) == len(sizes) < copied.chip_count() / 2
+    pixels(copied)   # painted again: every picture reused
+    assert len(chip_flow._BOX_PICTURES) == len(sizes)
+
+
+def test_boxes_are_paths_in_vector_output_and_scaled_renders():
+    from PySide6.QtCore import QBuffer, QByteArray
+    from PySide6.QtGui import QPainter
+    from PySide6.QtSvg import QSvgGenerator
+
+    from gui.chip_flow import copies_pictures
+
+    image = QImage(200, 100, QImage.Format.Format_ARGB32_Premultiplied)
+    painter = QPainter(image)
+    assert copies_pictures(painter) == 1
+    painter.translate(3, 4)
+    assert copies_pictures(painter) == 1   # moved by whole pixels
+    painter.translate(0.5, 0)
+    assert copies_pictures(painter) == 0
+    painter.resetTransform()
+    painter.scale(2, 2)                    # a PNG at twice the size
+    assert copies_pictures(painter) == 0
+    painter.end()
+    data = QByteArray()   # kept: the buffer writes into it
+    buffer = QBuffer(data)
+    svg = QSvgGenerator()
+    svg.setOutputDevice(buffer)
+    svg.setSize(image.size())
+    painter = QPainter(svg)
+    assert copies_pictures(painter) == 0
+    painter.end()
