@@ -7,7 +7,8 @@ is drawn large (the piece), the others small (id, byte span).
 Chips are whole pixels wide and tall, so every chip sits on whole pixels. On screen a plain chip's
 box (its anti-aliased rounded fill and outline, most of a flow's paint) is then copied from a picture
 kept per fill and size: chips of a sentence share a few sizes, and the next sentence's mostly repeat
-them. Vector output (SVG, PDF) and scaled renders draw every box as a path.
+them. A flow whose chips themselves recur (kept_chips: the merge replay's pieces) copies whole chips,
+text and all. Vector output (SVG, PDF) and scaled renders draw every box as a path.
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ OUTLINE_ROOM = 2.0   # pixels beyond a chip's rect its thickest outline (the mar
 CORNER_RADIUS = 4.0
 BOX_PICTURES_KEPT = 512   # ~13 kB each at 64 × 50 px: a few MB at most, shared by every flow
 _BOX_PICTURES: "OrderedDict[tuple, QPixmap]" = OrderedDict()   # least recently drawn first
+CHIP_PICTURES_KEPT = 2048   # whole chips (kept_chips), ~6 kB each
+_CHIP_PICTURES: "OrderedDict[tuple, QPixmap]" = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,8 @@ def copies_pictures(painter: QPainter) -> int:
 class ChipFlow(QWidget):
     themed_fills = True   # the fills mark kinds (gui.theme.on_paper turns them deep on the dark theme)
     kept_boxes = True     # few fills, so box pictures are reused (a colour map's fills would not be)
+    kept_chips = False    # whole chips copied from pictures: where the same chips recur (merge pieces), not
+                          # where nearly every chip is new with each sentence (token chips: their byte spans)
 
     sigHovered = Signal(int)   # chip index under the mouse; -1 when it leaves every chip
     sigClicked = Signal(int)
@@ -101,6 +106,7 @@ class ChipFlow(QWidget):
         self._boxes: list[QRectF | None] = []                   # each chip's outline, half a pixel inside its rect
         self._corners: list[tuple[QPointF, ...] | None] = []    # where each of a chip's lines starts (its top left)
         self._big_texts, self._small_texts = static_texts(self._big), static_texts(self._small)
+        self._fonts_key = (self._big.key(), self._small.key())   # a chip picture is of these fonts
         self._pens: dict[tuple[int, bool], QPen] = {}       # a plain chip's outline, by its fill's rgba and theme
         self._laid_out_width = -1
         self._marked = -1
@@ -233,11 +239,50 @@ class ChipFlow(QWidget):
             return
         region = event.region()   # a changed outline repaints two chips, not the rows between them
         shown = [i for i, rect in enumerate(self._rects) if region.intersects(rect.toAlignedRect())]
-        ratio = copies_pictures(painter) if self.kept_boxes else 0
+        ratio = copies_pictures(painter) if self.kept_boxes or self.kept_chips else 0
+        if ratio and self.kept_chips:
+            shown = self._copy_chips(painter, shown, ratio)   # what is left: the marked and hovered chips
         for index in shown:   # boxes first, then text by font: fewer painter state changes
-            self._draw_box(painter, index, ratio)
+            self._draw_box(painter, index, ratio if self.kept_boxes else 0)
         self._draw_lines(painter, shown, big=True)
         self._draw_lines(painter, shown, big=False)
+
+    def _copy_chips(self, painter: QPainter, shown: list[int], ratio: int) -> list[int]:
+        """Copy each plain chip, box and text, from its picture (made on its first paint); returns the
+        chips left to draw (marked, hovered). Its lines sit at the same fraction of a pixel in the
+        picture as on the widget, as the chip's corner is on a whole pixel: the same glyphs."""
+        left = []
+        ink_key = (ink("#141414", "#f0f0f0").rgba(), ink("#5a5a5a", "#c4c4c4").rgba(), is_dark_theme())
+        for index in shown:
+            if index == self._marked or index == self._hovered:
+                left.append(index)
+                continue
+            chip, rect = self._chips[index], self._rects[index]
+            key = (chip.lines, chip.fill.rgba(), int(rect.width()), int(rect.height()), ratio, self._fonts_key, ink_key)
+            picture = _CHIP_PICTURES.get(key)
+            if picture is None:
+                picture = self._chip_picture(index, ratio)
+                _CHIP_PICTURES[key] = picture
+                if len(_CHIP_PICTURES) > CHIP_PICTURES_KEPT:
+                    _CHIP_PICTURES.popitem(last=False)
+            else:
+                _CHIP_PICTURES.move_to_end(key)
+            painter.drawPixmap(QPoint(int(rect.x()), int(rect.y())), picture)
+        return left
+
+    def _chip_picture(self, index: int, ratio: int) -> QPixmap:
+        rect = self._rects[index]
+        picture = QPixmap(int(rect.width()) * ratio, int(rect.height()) * ratio)
+        picture.setDevicePixelRatio(ratio)
+        picture.fill(Qt.GlobalColor.transparent)
+        painter = QPainter(picture)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.translate(-rect.x(), -rect.y())
+        self._draw_box(painter, index, ratio if self.kept_boxes else 0)
+        self._draw_lines(painter, [index], big=True)
+        self._draw_lines(painter, [index], big=False)
+        painter.end()
+        return picture
 
     def _draw_box(self, painter: QPainter, index: int, ratio: int = 0) -> None:
         """ratio: copy a plain box from its picture at this device pixel ratio (0: draw it as a path)."""

@@ -142,6 +142,7 @@ class TokensPanel(Panel):
         self.step_label.setWordWrap(True)
         self.step_label.label.setContentsMargins(6, 4, 6, 0)
         self.pieces = ChipFlow(big_point_size=11.0, small_point_size=8.0)
+        self.pieces.kept_chips = True   # a sentence's pieces recur in the next: copied from pictures
         view_layout = QVBoxLayout(self.merge_view)
         view_layout.setContentsMargins(0, 0, 0, 0)
         view_layout.setSpacing(0)

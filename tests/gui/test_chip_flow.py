@@ -140,3 +140,34 @@ def test_boxes_are_paths_in_vector_output_and_scaled_renders():
     painter = QPainter(svg)
     assert copies_pictures(painter) == 0
     painter.end()
+
+
+def test_whole_chip_pictures_draw_what_the_chips_draw_and_hovering_stays_whole(show):
+    """A flow that keeps whole chips (the merge replay's pieces) shows what drawing them does, within the
+    boxes' 2/255, and a marked or hovered chip (drawn, not copied) repaints as a full paint draws it."""
+    import numpy as np
+
+    import gui.chip_flow as chip_flow
+
+    class Paths(ChipFlow):
+        kept_boxes = False
+
+    words = ["订单", "the", "‹e5 9b›", "word", "the"] * 6
+    copied, drawn = show(ChipFlow(), 420, 300), show(Paths(), 420, 300)
+    copied.kept_chips = True
+    for flow in (copied, drawn):
+        flow.set_chips([Chip((word,), BLUE if i % 4 else ORANGE, i % 3 == 0) for i, word in enumerate(words)])
+        flow.set_marked(2)
+
+    def pixels(flow) -> np.ndarray:
+        image = full_paint(flow).convertToFormat(QImage.Format.Format_RGBA8888)
+        return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4).astype(int)
+
+    chip_flow._CHIP_PICTURES.clear()
+    a, b = pixels(copied), pixels(drawn)
+    assert a.shape == b.shape and np.abs(a - b).max() <= 2
+    kept = len(chip_flow._CHIP_PICTURES)
+    assert 0 < kept < copied.chip_count() / 2   # a picture per distinct chip, not per chip
+    for index in (0, 1, 7):
+        hover(copied, copied.chip_rect(index).center().toPoint())
+        assert on_screen(copied) == full_paint(copied)
