@@ -40,6 +40,13 @@ def full_paint(widget) -> QImage:
     return widget.grab().toImage().convertToFormat(QImage.Format.Format_RGB32)
 
 
+def pixels(flow):  # -> [H, W, 4] int: a full paint's RGBA
+    import numpy as np
+
+    image = full_paint(flow).convertToFormat(QImage.Format.Format_RGBA8888)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4).astype(int)
+
+
 def test_marking_a_chip_repaints_it_and_the_one_unmarked_not_the_rows_between(show, qtbot):
     flow = show(ChipFlow(), 420, 300)
     flow.set_chips(chips([f"word{i}" for i in range(40)]))
@@ -100,10 +107,6 @@ def test_box_pictures_draw_what_the_paths_draw_and_are_kept_per_fill_and_size(sh
     rects = [copied.chip_rect(i) for i in range(copied.chip_count())]
     assert all(value == int(value) for r in rects for value in (r.x(), r.y(), r.width(), r.height()))
 
-    def pixels(flow) -> np.ndarray:
-        image = full_paint(flow).convertToFormat(QImage.Format.Format_RGBA8888)
-        return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4).astype(int)
-
     chip_flow._BOX_PICTURES.clear()
     a, b = pixels(copied), pixels(drawn)
     assert a.shape == b.shape and np.abs(a - b).max() <= 2
@@ -158,10 +161,6 @@ def test_whole_chip_pictures_draw_what_the_chips_draw_and_hovering_stays_whole(s
     for flow in (copied, drawn):
         flow.set_chips([Chip((word,), BLUE if i % 4 else ORANGE, i % 3 == 0) for i, word in enumerate(words)])
         flow.set_marked(2)
-
-    def pixels(flow) -> np.ndarray:
-        image = full_paint(flow).convertToFormat(QImage.Format.Format_RGBA8888)
-        return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.width(), 4).astype(int)
 
     chip_flow._CHIP_PICTURES.clear()
     a, b = pixels(copied), pixels(drawn)
