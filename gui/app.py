@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import os
 import signal
 import socket
 import sys
@@ -38,12 +39,21 @@ GC_PUT_OFF_AT_MOST_S = 5.0   # ... but not longer: typing on and on must not let
 
 
 def application() -> QApplication:
+    keep_fills_on_the_painting_thread()
     app = QApplication.instance() or QApplication(qt_arguments(sys.argv))
     app.setOrganizationName(ORGANISATION)
     app.setApplicationName(APPLICATION)
     register_fonts(app)
     collect_garbage_on_this_thread(app)
     return app
+
+
+def keep_fills_on_the_painting_thread() -> None:
+    """Qt's raster engine hands a fill taller than ~100 lines to a pool of threads and waits for them;
+    on this 2-core machine the hand-off costs more than the fill (a Fusion scroll bar painted in 1.1 ms
+    instead of 0.09, a full repaint of the window in 5.4-6.6 ms instead of 1.6-1.9). Set before the
+    QApplication is made; any value turns the pool off, so a user's own setting keeps it off too."""
+    os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
 
 
 def qt_arguments(argv: list[str]) -> list[str]:

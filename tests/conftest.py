@@ -9,6 +9,8 @@ import sys
 from dataclasses import replace
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# pytest-qt makes its own QApplication: it paints as the app's does (gui.app.keep_fills_on_the_painting_thread)
+os.environ.setdefault("QT_NO_GUI_THREADPOOL", "1")
 
 import pytest  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
