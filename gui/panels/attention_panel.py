@@ -40,6 +40,7 @@ from gui.heatmap import Heatmap
 from gui.panels.base import Figure, Panel
 from gui.qt_signals import qt_signals_blocked
 from gui.theme import on_paper
+from gui.wrapped_label import WrappedLabel
 
 # Okabe–Ito: distinguishable for colour-blind readers; more heads than colours cycle through them.
 HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -133,9 +134,8 @@ class AttentionPanel(Panel):
         # The large head gets the full height (every row labelled while it can be); the grid sits
         # above the head view, whose width suits a row of thumbnails.
         self.grid_area.setMinimumHeight(170)   # thumbnails big enough for their boxes, badges and head names
-        self.grid_help = QLabel(GRID_HINT)
+        self.grid_help = WrappedLabel(GRID_HINT)   # two lines in a narrow column, never over the grid
         self.grid_help.setToolTip(GRID_HELP)
-        self.grid_help.setWordWrap(True)
         grid_box = QWidget()
         grid_layout = QVBoxLayout(grid_box)
         grid_layout.setContentsMargins(0, 0, 0, 0)
