@@ -33,11 +33,12 @@ LABEL_COLUMNS = 16                     # longer pieces are elided on the axis (w
 
 
 def format_probability(p: float) -> str:
-    """Percent with one decimal; tiny non-zero values keep two significant digits instead of '0.0%'."""
+    """Percent with one decimal from 1% up; below, two significant digits (0.15%, 0.0012%): a flat
+    distribution's candidates all read "0.1%" with one decimal while their bars differ by half."""
     if p == 0:
         return "0"
-    if p < 0.001:
-        return f"{p * 100:.2g}%"
+    if p < 0.01:
+        return f"{p * 100:#.2g}%"
     return f"{p:.1%}"
 
 
