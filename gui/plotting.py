@@ -40,8 +40,17 @@ def matrix_plot(plot: pg.PlotItem, x_label: str, y_label: str) -> None:
     plot.setAspectLocked(False)
     plot.setMenuEnabled(True)
     plot.setLabel("bottom", x_label)
-    plot.setLabel("left", y_label)
+    plot.setLabel("left", turned_title(y_label))
     plot.showGrid(False, False)
+
+
+def turned_title(title: str) -> str:
+    """A left axis's title as it is drawn, turned a quarter counter-clockwise (read upwards): a "↓"
+    written for "rows go down" would point right there, so it becomes a "←" at the title's start,
+    which points down the rows, below the words."""
+    if not title.endswith("↓"):
+        return title
+    return "← " + title[:-1].rstrip()
 
 
 def masked_rgba(values: np.ndarray, levels: tuple[float, float], cmap: pg.ColorMap,
