@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetricsF
 from PySide6.QtWidgets import QLabel, QSlider, QSpinBox, QWidget
 
 from core import positions as pos
@@ -26,6 +27,7 @@ LEGEND_COLUMNS = 1
 MAX_LABELLED_CELLS = 12   # past that, "12: 180°" would not fit a cell: the pair number only
 RING_RADIUS = 0.3         # in cells; each ring sits in the upper part of its cell, its label below
 RING_HEIGHT = 0.62        # the ring's centre, up from the cell's bottom edge
+LABEL_ROOM = 1 - 2 * RING_RADIUS   # of a cell, from under its ring to the ring below: a label needing more is hidden
 
 
 class RopePairPlot(FigureTab):
@@ -65,6 +67,7 @@ class RopePairPlot(FigureTab):
         self.small_after = line(self.small, pen=pg.mkPen(AFTER_COLOUR, width=2), connect="pairs")
         self.small_box = line(self.small, pen=pg.mkPen(KEY_COLOUR, width=2))
         self.small_texts: list[pg.TextItem] = []
+        self.small.vb.sigResized.connect(self._show_labels_that_fit)
         self.frame.graphics.ci.layout.setColumnStretchFactor(0, 3)
         self.frame.graphics.ci.layout.setColumnStretchFactor(1, 2)
 
@@ -158,6 +161,20 @@ class RopePairPlot(FigureTab):
             text.setPos(c[0], c[1] - RING_RADIUS - 0.02)
         rows, cols = grid_shape(n_pairs)
         self.small.setRange(xRange=(0, cols), yRange=(0, rows), padding=0.02)
+        self._show_labels_that_fit()
+
+    def _show_labels_that_fit(self) -> None:
+        """The pair numbers only while a cell has room for one under its ring: in a short dock they lay over
+        the rings of the row below, and the bottom row's ran off the plot (the pair picked is named in the
+        spin box and the large plot's title)."""
+        if not self.small_texts:
+            return
+        cell_px = 1 / max(self.small.vb.viewPixelSize()[1], 1e-9)   # screen pixels per cell, up and down
+        text = self.small_texts[0].textItem   # the digits' ink: the item's top padding, then their ascent
+        needed = text.document().documentMargin() + QFontMetricsF(text.font()).ascent()
+        fits = needed <= LABEL_ROOM * cell_px
+        for text in self.small_texts:
+            text.setVisible(fits)
 
     def _sync_small_texts(self, n_pairs: int) -> None:
         while len(self.small_texts) < n_pairs:

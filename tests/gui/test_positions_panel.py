@@ -326,3 +326,22 @@ def test_in_a_small_dock_every_tab_scrolls_to_its_whole_figure_and_nothing_runs_
             widget = widget.parentWidget()
         assert graphics.visibleRegion().boundingRect().bottom() >= graphics.height() - 2, \
             f"{page.tab_title}: the bottom of its plots cannot be reached"
+
+
+def test_pair_numbers_show_only_while_a_cell_has_room_for_them(panel, make_bundle, qtbot):
+    """In a short dock (1280 × 800) the numbers lay over the rings of the row below: they are hidden then.
+    (A one-line caption: a longer one holds the page taller, and the dock scrolls it instead.)"""
+    sixteen_pairs = make_bundle(hidden_size=64, num_attention_heads=2, num_key_value_heads=2)   # as shipped
+    show(panel, analyse(NumpyRunner(sixteen_pairs), "The cat sat on the mat."))
+    page = tab(panel, "positions_rope_pairs")
+    panel.tabs.setCurrentIndex(panel.pages.index(page))
+
+    def cell_px() -> float:   # screen pixels per cell of the small multiples, up and down
+        return 1 / page.small.vb.viewPixelSize()[1]
+
+    panel.resize(1400, 1000)
+    qtbot.waitUntil(lambda: all(text.isVisible() for text in page.small_texts), timeout=5000)
+    assert cell_px() > 45   # roomy cells: every pair numbered
+    panel.resize(700, 420)   # a dock of a 1280 × 800 window: cells of ~27 px
+    qtbot.waitUntil(lambda: cell_px() < 30, timeout=5000)   # a number (~16 px tall) would reach the next ring
+    qtbot.waitUntil(lambda: not any(text.isVisible() for text in page.small_texts), timeout=5000)
