@@ -28,7 +28,7 @@ NO_EXPERTS_NOTE = ("This model has no experts: every layer has one dense MLP tha
                    "(no router), so there is nothing to switch here; heads can still be switched off above.")
 EXPERTS_TITLE, NO_EXPERTS_TITLE = "Experts (checked: on)", "Experts"
 SWITCH_ON, SWITCH_OFF = (0, 114, 178, 255), (200, 200, 200, 255)   # Okabe–Ito blue; the masked cells' grey
-MEAN_NOTE = "mean: an ablated head outputs its mean output over this sentence's positions (later ones included)."
+MEAN_NOTE = "mean: a switched-off head outputs its mean output over this sentence's positions (later ones included)."
 
 
 class InterventionsPanel(Panel):
@@ -63,7 +63,7 @@ class InterventionsPanel(Panel):
 
     def _build_mode_row(self) -> QHBoxLayout:
         row = QHBoxLayout()
-        row.addWidget(QLabel("An ablated head outputs"))
+        row.addWidget(QLabel("A switched-off head outputs"))   # as the Attention panel says it
         self.zero_button, self.mean_button = QRadioButton("zero"), QRadioButton("its mean")
         self.zero_button.setChecked(True)
         self.zero_button.setToolTip("zero: an ablated head adds nothing to attn_out.")
@@ -91,11 +91,11 @@ class InterventionsPanel(Panel):
             self.heads_grid.addWidget(layer_box, l, 0)
             self.layer_boxes[l] = layer_box
             for h in range(heads):
-                self.head_boxes[l, h] = self._box(f"{l}.{h}", self.heads_grid, l, h + 1)
+                self.head_boxes[l, h] = self._box(f"H{h}", self.heads_grid, l, h + 1)   # named as in the head grid
             if experts:
                 self.experts_grid.addWidget(QLabel(f"layer {l}"), l, 0)
             for e in range(experts):
-                self.expert_boxes[l, e] = self._box(f"{l}.{e}", self.experts_grid, l, e + 1)
+                self.expert_boxes[l, e] = self._box(f"E{e}", self.experts_grid, l, e + 1)
         if not experts:   # a dense model: say so instead of listing layers with nothing to switch
             self.experts_grid.addWidget(QLabel(NO_EXPERTS_NOTE, wordWrap=True), 0, 0)
         self.experts_box.setTitle(EXPERTS_TITLE if experts else NO_EXPERTS_TITLE)

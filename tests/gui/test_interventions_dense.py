@@ -54,3 +54,18 @@ def test_the_switches_figure_is_a_matrix_of_what_is_on_and_off(show, bundle):
     assert all(tuple(cells[r, c]) == SWITCH_ON for r in range(cells.shape[0]) for c in range(cells.shape[1])
                if (r, c) not in off)
     assert not figure.widget.findChildren(QCheckBox)
+
+
+def test_heads_and_experts_are_named_as_the_head_grid_names_them(show, analysed):
+    """'H2' in the Attention grid and here, not '0.2' (which read the same for a head and an expert)."""
+    from gui.panels.attention_panel import AttentionPanel
+    from gui.panels.interventions_panel import InterventionsPanel as Panel
+
+    trace = analysed(TEXT)
+    panel, attention = show(Panel(), 700, 500), show(AttentionPanel(), 900, 600)
+    panel.set_trace(trace)
+    attention.set_trace(trace)
+    grid_names = [name.toPlainText() for name in attention.grid.head_names]
+    assert [panel.head_boxes[1, h].text() for h in range(trace.num_heads)] == grid_names == \
+        [f"H{h}" for h in range(trace.num_heads)]
+    assert {box.text() for (_, e), box in panel.expert_boxes.items() if e == 1} == {"E1"}
