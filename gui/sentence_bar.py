@@ -18,6 +18,8 @@ Qt counts UTF-16 units, so they are converted.
 """
 from __future__ import annotations
 
+import unicodedata
+
 from PySide6.QtCore import QCoreApplication, Signal
 from PySide6.QtGui import QColor, QInputMethodEvent, QTextCharFormat
 from PySide6.QtWidgets import QLineEdit, QWidget
@@ -30,6 +32,19 @@ MAX_CHARS = 2**31 - 1   # QLineEdit cuts text at 32767 characters unless told ot
 BOM = "\ufeff"
 SURROGATE_RULE = ("U+FFFD (�) stands for a surrogate code point (U+D800–U+DFFF) in the text given: "
                   "UTF-8 cannot encode one, so the model reads U+FFFD, as main.py trace does")
+# Characters that reorder the text drawn after them (embeddings, overrides, isolates, marks): the bar
+# draws the text in their order, the model reads it in the order it was typed.
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def bidi_note(text: str) -> str:
+    """What the bar's drawing of `text` does not show, when it holds a bidirectional control; else ""."""
+    found = sorted({ch for ch in text if ch in BIDI_CONTROLS})
+    if not found:
+        return ""
+    names = ", ".join(f"U+{ord(ch):04X} ({unicodedata.name(ch, '?').lower()})" for ch in found)
+    return (f"The text holds {names}: the bar draws it reordered, as that control asks; the model reads "
+            "the characters in the order they were typed, as the Tokens panel shows them")
 
 
 def utf16_offset(text: str, index: int) -> int:
@@ -81,8 +96,11 @@ class SentenceBar(QLineEdit):
             self._silent = False
 
     def note(self) -> str:
-        """The surrogate rule, while the text shows a U+FFFD that stands for a surrogate; else ""."""
-        return SURROGATE_RULE if self._surrogates_replaced and "\ufffd" in self.text() else ""
+        """The surrogate rule, while the text shows a U+FFFD that stands for a surrogate, and what a
+        bidirectional control changes in the bar's drawing; "" when neither applies."""
+        text = self.text()
+        notes = [SURROGATE_RULE if self._surrogates_replaced and "\ufffd" in text else "", bidi_note(text)]
+        return " · ".join(note for note in notes if note)
 
     def _on_text_changed(self, _text: str) -> None:
         self.clear_highlight()

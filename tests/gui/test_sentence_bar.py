@@ -110,6 +110,18 @@ def test_the_surrogate_rule_is_stated_where_it_applies(qtbot, window):
     assert "U+FFFD" in window.sentence_bar.toolTip()
 
 
+def test_a_bidirectional_override_is_said_where_the_bar_draws_the_text_reordered(qtbot, window):
+    """U+202E turns the bar's drawing of the rest of the text around; the model reads it as typed."""
+    window.sentence_bar.setText("\u202eabc done")
+    qtbot.waitUntil(window.text_note.isVisible)
+    assert "U+202E (right-to-left override)" in window.text_note.text()
+    assert window.sentence_bar.text() == "\u202eabc done"   # kept as typed: only said, never changed
+    window.sentence_bar.setText("bad \ud800 char \u2067x\u2069")
+    assert SURROGATE_RULE in window.text_note.text() and "U+2067" in window.text_note.text()
+    window.sentence_bar.setText("a clean sentence")
+    assert not window.text_note.isVisible()
+
+
 def test_enter_submits(qtbot):
     bar = SentenceBar()
     qtbot.addWidget(bar)
