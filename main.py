@@ -48,7 +48,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 def cmd_random_bundle(args: argparse.Namespace) -> int:
     from core.random_bundle import make_random_bundle
+    from core.raw_export import check_export_folder
 
+    check_export_folder(args.out)   # an unwritable folder or a file in the way said as every command says it
     print(make_random_bundle(args.out, seed=args.seed))
     return 0
 

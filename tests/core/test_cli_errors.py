@@ -90,3 +90,12 @@ def test_a_bug_shows_its_traceback_when_asked(monkeypatch):
     monkeypatch.setattr(main, "cmd_trace", _raising(IndexError("list index out of range")))
     with pytest.raises(IndexError):
         main.main(["trace", "--text", "x", "--out", "o"])
+
+
+def test_random_bundle_into_a_file_says_so_as_the_other_commands_do(tmp_path):
+    in_the_way = tmp_path / "a_file"
+    in_the_way.write_text("")
+    result = run_cli("random-bundle", "--out", str(in_the_way / "bundle"))
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"glassbox: error: cannot create the folder {in_the_way / 'bundle'}: " \
+                                    f"{in_the_way} is a file, not a folder"
