@@ -37,7 +37,8 @@ XCB_LIBRARIES: dict[str, str] = {
 }
 
 NO_DISPLAY = ("no display to open a window on (neither DISPLAY nor WAYLAND_DISPLAY is set); "
-              "to run without a screen, set QT_QPA_PLATFORM=offscreen, or use `python main.py export`")
+              "on a machine without a screen, run the window on a virtual one with `xvfb-run python main.py` "
+              "(Debian package xvfb), or write figures with `python main.py export`")
 
 
 def can_load(soname: str) -> bool:
