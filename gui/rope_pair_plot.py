@@ -170,11 +170,11 @@ class RopePairPlot(FigureTab):
         if not self.small_texts:
             return
         cell_px = 1 / max(self.small.vb.viewPixelSize()[1], 1e-9)   # screen pixels per cell, up and down
-        text = self.small_texts[0].textItem   # the digits' ink: the item's top padding, then their ascent
-        needed = text.document().documentMargin() + QFontMetricsF(text.font()).ascent()
+        first = self.small_texts[0].textItem   # the digits' ink: the item's top padding, then their ascent
+        needed = first.document().documentMargin() + QFontMetricsF(first.font()).ascent()
         fits = needed <= LABEL_ROOM * cell_px
-        for text in self.small_texts:
-            text.setVisible(fits)
+        for label in self.small_texts:
+            label.setVisible(fits)
 
     def _sync_small_texts(self, n_pairs: int) -> None:
         while len(self.small_texts) < n_pairs:
