@@ -265,6 +265,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=7, help="runs per median")
     bench.set_defaults(func=cmd_bench)
     add_import_to_cache(parser, sub)
+    keep_flags_given_before_the_command(sub)
     return parser
 
 
@@ -274,8 +275,17 @@ def add_import_to_cache(parser: argparse.ArgumentParser, sub) -> None:
     parser.add_argument("--import-to-cache", action="store_true", help=help_text)
     for command in sub.choices.values():
         if "--model" in command._option_string_actions:
-            # SUPPRESS: a flag given before the subcommand is not reset by the subcommand's default
-            command.add_argument("--import-to-cache", action="store_true", default=argparse.SUPPRESS, help=help_text)
+            command.add_argument("--import-to-cache", action="store_true", help=help_text)
+
+
+def keep_flags_given_before_the_command(sub) -> None:
+    """`glassbox --model M trace ...` means M: a subcommand's own default (None) must not reset a flag the
+    top level already parsed, so the subcommands' copies of the top-level flags set nothing unless given."""
+    for command in sub.choices.values():
+        for flag in ("--model", "--text", "--import-to-cache"):
+            action = command._option_string_actions.get(flag)
+            if action is not None and not action.required:
+                action.default = argparse.SUPPRESS
 
 
 # What a user can cause: bad input, files, bundles (ValueError covers BundleError and ExportError),

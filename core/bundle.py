@@ -87,9 +87,10 @@ def load_bundle(path: str | os.PathLike | None = None) -> Bundle:
     if not folder.is_dir():
         raise BundleError(f"{folder}: not a folder (a bundle is a folder holding {', '.join(REQUIRED_FILES)})")
     root = _resolve(folder)
-    if not any((root / name).exists() for name in (MODEL_FILE, CONFIG_FILE)):
+    if not (root / MODEL_FILE).exists():
+        no_hf = "no weights beside its config.json" if (root / CONFIG_FILE).exists() else f"no {CONFIG_FILE}"
         raise BundleError(f"{folder}: neither a Glassbox bundle (no {MODEL_FILE}) nor a Hugging Face model "
-                          f"folder (no {CONFIG_FILE})")
+                          f"folder ({no_hf})")
     for name in REQUIRED_FILES:
         bundle_file(root, name)
     config = _load_config(root)

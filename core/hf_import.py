@@ -51,9 +51,18 @@ class HFImportError(ValueError):
 
 
 def is_hf_folder(folder: str | os.PathLike) -> bool:
-    """A Hugging Face model folder (config.json, no model.onnx), as opposed to a Glassbox bundle."""
+    """A Hugging Face model folder (config.json and weights, no model.onnx), as opposed to a Glassbox bundle.
+
+    A config.json alone is neither: a bundle that lost its model.onnx has one too, and calling it a
+    Hugging Face folder would send its user off to import it."""
     folder = Path(folder)
-    return (folder / "config.json").is_file() and not (folder / MODEL_FILE).is_file()
+    return (folder / "config.json").is_file() and not (folder / MODEL_FILE).is_file() and has_weight_files(folder)
+
+
+def has_weight_files(folder: Path) -> bool:
+    """Any weights a Hugging Face folder keeps, readable by Glassbox or not (import names the unreadable)."""
+    return any((folder / name).is_file() for name in ("model.safetensors.index.json", *_UNSUPPORTED_WEIGHTS)) \
+        or any(folder.glob("*.safetensors")) or any(folder.glob("*.gguf"))
 
 
 def load_tokenizer(folder: Path) -> BPETokenizer:

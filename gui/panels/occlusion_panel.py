@@ -32,6 +32,7 @@ ROLLOUT_NOTE = ("Attention rollout is an approximation: it multiplies attention 
                 "attention to oneself) and ignores values, W_O, the experts and the norms.")
 MIN_PAGE_WIDTH = 480   # the colour keys at their full length, the caption in a few lines
 MIN_STRIPS_PX = 380    # the strips' least width beside the table (narrower, the table goes under them)
+PLACEHOLDER_PAD_PX = 16  # a line edit's frame and text margins around its placeholder
 TABLE_ROWS_UNDER = 12  # rows the table shows at once under the strips (the page scrolls to it)
 
 
@@ -66,21 +67,26 @@ class OcclusionPanel(Panel):
         note = QLabel(ROLLOUT_NOTE)
         note.setWordWrap(True)
         layout.addWidget(note)
-        self.set_content(scrolling(page))   # its strips grow with the sentence: the page scrolls, the dock keeps its size
+        self.page_area = scrolling(page)
+        self.set_content(self.page_area)   # its strips grow with the sentence: the page scrolls, the dock keeps its size
 
     def _build_inputs(self) -> QHBoxLayout:
         row = QHBoxLayout()
         self.mode = QComboBox()
         self.mode.addItems(["remove each token", "replace each token by"])
         self.baseline_edit, self.target_edit = QLineEdit(), QLineEdit()
-        self.baseline_edit.setPlaceholderText("baseline token (text or #ID)")
-        self.target_edit.setPlaceholderText("target: the top prediction")
+        # Placeholders short enough to show whole in a 1280 x 800 window's right dock; the tool tips say the rest.
+        self.baseline_edit.setPlaceholderText("text or #ID")
+        self.baseline_edit.setToolTip("The token put in place of each token in turn: its text or #ID")
+        self.target_edit.setPlaceholderText("top prediction")
+        self.target_edit.setToolTip("The token whose log p is measured: its text or #ID; empty, the top prediction")
         self.baseline_edit.setEnabled(False)
         self.mode.currentIndexChanged.connect(lambda index: self.baseline_edit.setEnabled(index == 1))
         self.mode.currentIndexChanged.connect(lambda _index: self.refresh())
         for edit in (self.baseline_edit, self.target_edit):
             edit.editingFinished.connect(self.refresh)
-        for widget in (QLabel("Occlusion:"), self.mode, self.baseline_edit, QLabel("target:"), self.target_edit):
+            edit.setMinimumWidth(edit.fontMetrics().horizontalAdvance(edit.placeholderText()) + PLACEHOLDER_PAD_PX)
+        for widget in (self.mode, self.baseline_edit, QLabel("target:"), self.target_edit):
             row.addWidget(widget)
         return row
 

@@ -91,8 +91,8 @@ class PatchingPanel(Panel):
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_inputs())
-        self.summary = QLabel("Type sentence B (as many tokens as A) and press Run sweeps: each plot below then "
-                              "shows what patching one site of A into B does. Metric: 0 = B's value, 1 = A's.")
+        self.summary = QLabel("Type sentence B (as many tokens as A) and press Run sweeps: four heatmaps then "
+                              "show what patching one site of A into B does. Metric: 0 = B's value, 1 = A's.")
         self.summary.setObjectName("patching_summary")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
@@ -102,7 +102,9 @@ class PatchingPanel(Panel):
         self.views: dict[str, pg.GraphicsLayoutWidget] = {}
         self.plots: dict[str, Heatmap] = {}
         self.sweeps = SweepViews([self._build_view(kind) for kind in SWEEP_TITLES])
+        self.sweeps.hide()   # empty axes before the first run read as a broken plot: shown with the first result
         layout.addWidget(self.sweeps, 1)
+        layout.addStretch(0)   # while the sweeps are hidden, the inputs and notes stay at the top
         self.set_content(page)
 
     def _build_inputs(self) -> QVBoxLayout:
@@ -190,6 +192,7 @@ class PatchingPanel(Panel):
             f"token: A {pair.metric_clean:.3g}, B {pair.metric_corrupt:.3g}; cells normalised, 0 = B, 1 = A. "
             "Click a cell to show B with that site patched in every panel.")
         self._draw_result()
+        self.sweeps.show()
 
     def _piece(self, token_id: int) -> str:
         return repr(self.trace.vocab_label(token_id)) if self.trace is not None else f"#{token_id}"

@@ -64,6 +64,16 @@ def test_patching_messages_name_the_panels_fields_not_the_cli_flags(patching):
     assert "sentence B" in message and "same count" in message and "--" not in message
 
 
+def test_the_sweeps_appear_with_the_first_result_not_as_empty_axes(patching):
+    assert not patching.sweeps.isVisible()
+    patching.corrupt_edit.setText("订单")   # a refused pair: still nothing to show
+    patching.run_button.click()
+    assert not patching.sweeps.isVisible()
+    patching.corrupt_edit.setText(B)
+    patching.run_button.click()
+    assert patching.result is not None and patching.sweeps.isVisible()
+
+
 def test_the_sweeps_are_legible_in_a_small_dock(patching, qtbot):
     patching.corrupt_edit.setText(B)
     patching.run_button.click()
@@ -156,3 +166,15 @@ def test_a_value_that_rounds_to_zero_reads_as_zero_without_a_sign(show):
     assert [strip.chip_lines(i)[1] for i in range(3)] == ["+0.00", "+0.00", "-0.30"]
     strip.set_values(["a"], np.array([-0.001]), (0.0, 1.0), plotting.colormap(), "{:.2f}")
     assert strip.chip_lines(0)[1] == "0.00"
+
+
+def test_occlusion_placeholders_show_whole_in_a_narrow_dock(show, runner, clean, qtbot):
+    panel = show(OcclusionPanel(), 466, 346)   # the dock of a 1152 px screen
+    panel.set_trace(clean)
+    panel.show_result(occlude(runner, clean.input_ids, labels=clean.labels()))   # its strips widen the page
+    qtbot.wait(30)
+    for edit in (panel.baseline_edit, panel.target_edit):
+        shown = edit.contentsRect().width() - 2 * edit.style().pixelMetric(edit.style().PixelMetric.PM_DefaultFrameWidth)
+        assert edit.fontMetrics().horizontalAdvance(edit.placeholderText()) <= shown - 4, edit.placeholderText()
+        assert edit.toolTip()   # the whole description, where the placeholder is short
+    assert panel.page_area.horizontalScrollBar().maximum() == 0   # and the row needs no sideways scrolling
