@@ -55,6 +55,19 @@ def scrolled(widget: QWidget) -> QScrollArea:
     return area
 
 
+class StepList(QListView):
+    """The merge steps, one row each. The current step stays in view when the list is resized: at a first
+    start the window settles its layout after the first sentence is drawn, which left the step scrolled to
+    below the list's new bottom edge."""
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        super().resizeEvent(event)
+        current = self.currentIndex()
+        if current.isValid() and not self.viewport().rect().contains(self.visualRect(current)):
+            self.updateGeometries()   # the scroll range for the new height, before scrolling within it
+            self.scrollTo(current, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+
 class TokensPanel(Panel):
     title = "Tokens"
     object_name = "tokens"
@@ -152,7 +165,7 @@ class TokensPanel(Panel):
         # A C++ model: a new sentence swaps the steps in one reset, and the view asks for the rows it shows
         # without calling into Python (a QListWidget built an item for each of hundreds of steps).
         self.step_model = QStringListModel()
-        self.step_list = QListView()
+        self.step_list = StepList()
         self.step_list.setModel(self.step_model)
         self.step_list.setMinimumWidth(180)
         self.step_list.setUniformItemSizes(True)   # hundreds of steps: skip measuring every row

@@ -121,6 +121,22 @@ def test_a_new_sentence_shows_its_last_merge_step_unless_the_step_is_pinned(pane
     assert panel.slider.value() == 3
 
 
+def test_the_current_merge_step_stays_in_view_when_the_list_shrinks(show, bundle, qtbot):
+    """At a first start the window settles its layout after the first sentence is drawn: the list lost
+    its bottom rows, and the last step (the one shown) was left below the edge."""
+    panel = show(TokensPanel(), 1600, 450)   # docked along the top: the list beside the pieces
+    panel.set_trace(analyse(NumpyRunner(bundle), "订单成交，订单取消。The cat sat on the mat because it was tired."))
+    steps = panel.step_list
+    current = steps.currentIndex()
+    assert current.row() == panel.step_model.rowCount() - 1 > 20   # more steps than the list shows
+    assert steps.viewport().rect().contains(steps.visualRect(current))
+    for height in (400, 330, 260):
+        before = steps.viewport().height()
+        panel.resize(900, height)
+        qtbot.waitUntil(lambda: steps.viewport().height() < before, timeout=2000)
+        assert steps.viewport().rect().contains(steps.visualRect(current)), height
+
+
 def test_a_new_sentence_repaints_the_chips_and_replay_but_not_the_panel_beneath_them(panel, bundle, qtbot):
     """The summary, slider and scroll bars do not paint their own background: each half of the panel
     does, so a new sentence repaints from there down, not the panel (or the dock and window under it)."""
