@@ -132,8 +132,8 @@ def test_the_current_merge_step_stays_in_view_when_the_list_shrinks(show, bundle
     assert steps.viewport().rect().contains(steps.visualRect(current))
     for height in (400, 330, 260):
         before = steps.viewport().height()
-        panel.resize(900, height)
-        qtbot.waitUntil(lambda: steps.viewport().height() < before, timeout=2000)
+        panel.resize(1600, height)
+        qtbot.waitUntil(lambda before=before: steps.viewport().height() < before, timeout=2000)
         assert steps.viewport().rect().contains(steps.visualRect(current)), height
 
 
