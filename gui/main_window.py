@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QApplication, QDialog, QDockWidget, QFileDialog, 
 from core.bundle import Bundle
 from gui.controller import Controller, panels_fields
 from gui.import_actions import ImportActions
+from gui.menu_shortcuts import MenuShortcutsFirst
 from gui.panels.base import Figure, Panel
 from gui.sentence_bar import SentenceBar
 from gui.session_actions import SessionActions
@@ -120,6 +121,7 @@ class MainWindow(QMainWindow):
         if restore:
             self._restore_settings()
         QApplication.instance().focusChanged.connect(self._on_focus_changed)
+        QApplication.instance().focusChanged.connect(MenuShortcutsFirst(self).follow_focus)
         collector = getattr(QApplication.instance(), "glassbox_gc", None)   # gui.app.IdleCollector
         if collector is not None:   # a collection while the sentence typed is analysed would delay its picture
             collector.wait_while(controller.busy)
@@ -562,21 +564,23 @@ class MainWindow(QMainWindow):
         if not owned:
             self.show_error("there is no figure to export")
             return
-        # By the panel that made it: a Figure asked for again is a new object (its table a new lambda).
+        # The figure last worked in (a clicked heatmap), else its panel's first. By the panel that made it:
+        # a Figure asked for again is a new object (its table a new lambda).
         current = self.current_panel()
-        first = next((i for i, (p, _) in enumerate(owned) if p is current), 0)
+        held = self._figure_holding_focus([f for p, f in owned if p is current])
+        first = next((i for i, (p, f) in enumerate(owned) if f is held), None)
+        if first is None:
+            first = next((i for i, (p, _) in enumerate(owned) if p is current), 0)
         figures = [(f"{p.title} — {f.name}", f) for p, f in owned]
         dialog = ExportFigureDialog(figures, first, self._last_folder(), self)
         if dialog.exec() == QDialog.DialogCode.Accepted:
             choice = dialog.choice()
-            self.settings.setValue("export/folder", str(choice.path.parent))
             self.export_figure_to(choice.figure, choice.fmt, choice.path, choice.width)
 
     def choose_export_all(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Export every figure and the numbers to a folder",
                                                   self._last_folder())
         if folder:
-            self.settings.setValue("export/folder", folder)
             self.export_all_to(folder)
 
     def _figures_of(self, panel: Panel) -> list[Figure]:
@@ -655,4 +659,6 @@ class MainWindow(QMainWindow):
         return None
 
     def _exported(self, paths: list, folder) -> None:
+        # The next export starts here, only once this one was written: a folder that failed is not offered again.
+        self.settings.setValue("export/folder", str(folder))
         self.statusBar().showMessage(f"exported {len(paths)} file(s) to {folder}", 8000)

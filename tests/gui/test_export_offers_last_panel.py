@@ -44,7 +44,7 @@ def test_ctrl_e_offers_the_attention_heatmap_after_a_click_in_it(qtbot, make_win
     qtbot.waitUntil(lambda: window.controller.selection.query == 4)
     window.flush_redraws()
     qtbot.wait(50)   # the redraws the selection posted, and any focus change they make
-    assert offered_figure(window, monkeypatch).startswith(attention.title + " — ")
+    assert offered_figure(window, monkeypatch) == f"{attention.title} — attention_head"   # not the grid, its first
 
 
 def test_ctrl_e_follows_the_tab_the_user_brings_up(qtbot, make_window, monkeypatch):
@@ -103,3 +103,75 @@ def test_copy_figure_copies_the_head_lines_view_the_user_clicked(qtbot, make_win
     qtbot.mouseClick(lines, Qt.MouseButton.LeftButton, pos=lines.rect().center())
     window.flush_redraws()
     assert copied_figure(window, monkeypatch) == "attention_lines"
+
+
+def recorded_dialogs(monkeypatch) -> list[str]:
+    """The labels the Export figure dialog opens on, from now on (no dialog is shown)."""
+    import gui.export_dialog
+
+    offered: list[str] = []
+
+    class Recorder:
+        def __init__(self, figures, current, folder, parent=None):
+            offered.append(figures[current][0])
+
+        def exec(self):
+            return QDialog.DialogCode.Rejected
+
+    monkeypatch.setattr(gui.export_dialog, "ExportFigureDialog", Recorder)
+    return offered
+
+
+def claims(field, combination) -> bool:
+    """Whether the text field takes this key for itself before any shortcut sees it (Qt's ShortcutOverride)."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtGui import QKeyEvent
+    from PySide6.QtWidgets import QApplication
+
+    event = QKeyEvent(QEvent.Type.ShortcutOverride, combination.key(), combination.keyboardModifiers())
+    event.ignore()
+    QApplication.sendEvent(field, event)
+    return event.isAccepted()
+
+
+def test_a_menu_key_typed_in_the_sentence_bar_runs_the_menu_action(qtbot, make_window):
+    """On Linux a line edit takes Ctrl+E (File → Export figure) as "end of line" before any shortcut sees it.
+    Offscreen fields have no such binding, so Ctrl+A, which fields take as select-all on every platform,
+    stands in for it: a key the menus show runs the menu's action, wherever the cursor is."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QLineEdit
+
+    ctrl_a = QKeySequence("Ctrl+A")[0]
+    assert claims(QLineEdit("a field of its own"), ctrl_a)   # else this test would prove nothing
+    window = make_window()
+    ran = []
+    stand_in = window.menuBar().actions()[0].menu().addAction("Stand-in for Export figure")
+    stand_in.setShortcut(QKeySequence(ctrl_a))
+    stand_in.triggered.connect(lambda: ran.append(True))
+    bar = window.sentence_bar
+    bar.setText("The cat sat.")
+    bar.setFocus()
+    qtbot.waitUntil(bar.hasFocus)
+    bar.setCursorPosition(0)
+    QTest.keyClick(bar, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    assert ran == [True]
+    assert not bar.hasSelectedText() and bar.cursorPosition() == 0
+    assert not claims(bar, QKeySequence("Ctrl+E")[0])   # Export figure's own key, on any platform
+    undo = QKeySequence("Ctrl+Z")[0]
+    assert claims(bar, undo) == claims(QLineEdit(), undo)   # a key the menus do not show stays the field's
+
+
+def test_a_folder_an_export_failed_to_write_is_not_offered_again(qtbot, make_window, tmp_path):
+    window = make_window()
+    type_text(qtbot, window, "The cat sat.")
+    window.settings.setValue("export/folder", str(tmp_path / "before"))
+    blocked = tmp_path / "a_file"
+    blocked.write_text("in the way")
+    figure = window.panel("attention").figures()[0]
+    window.export_figure_to(figure, "csv", blocked / "grid.csv")
+    qtbot.waitUntil(lambda: window.last_error.startswith("export failed"))
+    assert window._last_folder() == str(tmp_path / "before")
+    good = tmp_path / "figures"
+    window.export_figure_to(figure, "csv", good / "grid.csv")
+    qtbot.waitUntil(lambda: window._last_folder() == str(good))
+    assert (good / "grid.csv").exists()
