@@ -110,8 +110,9 @@ def attention_scale(maxima: np.ndarray, mode_key: str) -> AttentionScale:  # [L,
 
 
 def cell_text(trace: Trace, layer: int, head: int, query: int, key: int) -> str:
-    """'query → key: weight' and the pre-softmax score, for one cell of one head."""
-    pair = f"#{query} {trace.label(query)} → #{key} {trace.label(key)}"
+    """'L1 H2 · query → key: weight' and the pre-softmax score, for one cell of one head (the head named:
+    the line stays on screen while the user picks another head)."""
+    pair = f"L{layer} H{head} · #{query} {trace.label(query)} → #{key} {trace.label(key)}"
     if key > query:
         return f"{pair}: masked (a query never sees later keys)"
     weight = float(trace.layers[layer].attn[head, query, key])

@@ -81,6 +81,7 @@ class AttentionPanel(Panel):
         self._maxima: np.ndarray | None = None   # [L, H] av.head_maxima of the current trace
         self.scale: av.AttentionScale | None = None
         self.shown: tuple[int, int] | None = None  # (layer, head) in the large view
+        self.read_cell: tuple[int, int] | None = None  # (query, key) the line under the heatmap reads out
         self.set_content(self._build())
         self.refresh()
 
@@ -217,6 +218,7 @@ class AttentionPanel(Panel):
             self._draw_badges()
         self.grid.select(layer, head)
         if self._changed("labels", self._trace_serial):
+            self.read_cell = None
             self.hover_label.setText(HOVER_HINT)
             labels = trace.labels()
             self.matrix.set_row_labels(labels)
@@ -268,6 +270,8 @@ class AttentionPanel(Panel):
         self.colour_bar.setLevels(plotting.finite_levels(levels))  # NaN runs: the bar still needs numbers
         self.colour_bar.set_title(self.scale.mode.bar_label)
         self.shown = (layer, head)
+        if self.read_cell is not None:   # the same cell, read from the head now shown
+            self.hover_label.setText(av.cell_text(self.trace, layer, head, *self.read_cell))
 
     def _draw_lines(self, layer: int, head: int, all_heads: bool) -> None:
         trace = self.trace
@@ -345,6 +349,7 @@ class AttentionPanel(Panel):
         if cell is None or self.shown is None:
             self.matrix_view.setToolTip("")
             return
+        self.read_cell = cell
         text = av.cell_text(self.trace, *self.shown, *cell)
         self.hover_label.setText(text)
         self.matrix_view.setToolTip(text)

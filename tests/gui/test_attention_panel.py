@@ -188,6 +188,21 @@ def test_hovering_a_cell_shows_weight_and_pre_softmax_score(panel, trace, qtbot)
     qtbot.waitUntil(lambda: "masked" in panel.hover_label.text())
 
 
+def test_the_cell_read_out_follows_the_head_the_user_picks_next(panel, trace, qtbot):
+    panel.set_selection(Selection(layer=0, head=0))
+    panel.set_trace(trace)
+    settle(qtbot)
+    hover(panel.matrix_view.viewport(), cell_point(panel, 4, 1))
+    qtbot.waitUntil(lambda: "→" in panel.hover_label.text())
+    assert panel.hover_label.text().startswith("L0 H0 · ")
+    panel.set_selection(Selection(layer=1, head=2))   # e.g. a thumbnail clicked: the mouse left the heatmap
+    settle(qtbot)
+    text = panel.hover_label.text()
+    assert text.startswith("L1 H2 · ")
+    assert f"{float(trace.layers[1].attn[2, 4, 1]):.4f}" in text
+    assert f"{float(trace.layers[1].scores[2, 4, 1]):.3f}" in text
+
+
 def test_clicking_a_thumbnail_selects_its_layer_and_head(panel, trace, qtbot):
     panel.set_trace(trace)
     settle(qtbot)
