@@ -36,7 +36,9 @@ class MenuShortcutsFirst(QObject):
         self._window = window
 
     def follow_focus(self, _old: QWidget | None, new: QWidget | None) -> None:
-        if isinstance(new, TEXT_FIELDS) and new.window() is self._window:
+        # Any field, a floating dock's or a dialog's too: where no shortcut of the window is active (a
+        # dialog), Qt hands the key on to the field as it would have.
+        if isinstance(new, TEXT_FIELDS):
             new.installEventFilter(self)   # a filter installed twice still runs once
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt's name)

@@ -161,6 +161,29 @@ def test_a_menu_key_typed_in_the_sentence_bar_runs_the_menu_action(qtbot, make_w
     assert claims(bar, undo) == claims(QLineEdit(), undo)   # a key the menus do not show stays the field's
 
 
+def test_a_field_of_a_dialog_keeps_a_key_the_window_s_menus_use(qtbot, make_window):
+    """In another window (a dialog) the menus' shortcuts are not active, so the field still gets the key."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QLineEdit, QVBoxLayout
+
+    window = make_window()
+    ran = []
+    stand_in = window.menuBar().actions()[0].menu().addAction("Stand-in for Export figure")
+    stand_in.setShortcut(QKeySequence("Ctrl+A"))
+    stand_in.triggered.connect(lambda: ran.append(True))
+    dialog = QDialog(window)
+    field = QLineEdit("a path")
+    QVBoxLayout(dialog).addWidget(field)
+    dialog.show()
+    qtbot.waitExposed(dialog)
+    dialog.activateWindow()
+    field.setFocus()
+    qtbot.waitUntil(field.hasFocus)
+    QTest.keyClick(field, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    assert ran == [] and field.selectedText() == "a path"
+    dialog.close()
+
+
 def test_a_folder_an_export_failed_to_write_is_not_offered_again(qtbot, make_window, tmp_path):
     window = make_window()
     type_text(qtbot, window, "The cat sat.")
