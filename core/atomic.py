@@ -65,6 +65,7 @@ class StagedFolder:
         with StagedFolder(out) as staged:
             staged.write("a.png", data)
             staged.write("001/attention_head.png", data)
+            write_big_file(staged.path("weights.bin"))
         staged.paths   # every file, in place
 
     A new folder is built as a hidden sibling and renamed into place in one step. Into an existing
@@ -91,12 +92,16 @@ class StagedFolder:
         return self
 
     def write(self, name: str, data: bytes) -> None:
+        write_new_file(self.path(name), data)
+
+    def path(self, name: str) -> Path:
+        """Where to write `name` oneself (a file too large to hold as bytes); it moves in with the rest."""
         self.writing = name
         rel = _relative(name)
         target = self._staging / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_new_file(target, data)
         self._names.append(rel)
+        return target
 
     def __exit__(self, kind, value, traceback) -> None:
         committed = False

@@ -35,10 +35,10 @@ import onnx
 from onnx import TensorProto
 
 from core import validation_cache
-from core.atomic import atomic_write_bytes
 from core.config import ModelConfig
 from core.model import weight_shapes
 from core.onnx_export import CONFIG_KEY, build_model, read_weights, release_pages
+from core.raw_export import staged_export
 from core.tokenizer import BPETokenizer
 from core.attention_summary import SUMMARY_FIELDS, thumb_size
 from core.trace import LAYER_FIELDS, MODEL_FIELDS, output_names
@@ -492,13 +492,14 @@ def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mappin
     """Export weights through core's ONNX builder and write a complete bundle folder.
 
     external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
+    All or nothing (core.raw_export.staged_export): a failure, a full disk say, leaves no folder or half a
+    bundle behind, an existing folder as it was, and says "cannot write <file>: <why>; nothing was written".
     """
     config.validate()   # before anything is written: config.json must describe these weights exactly
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    model = build_model(config, weights, folder / DATA_FILE if external_data else None)
-    atomic_write_bytes(folder / MODEL_FILE, model.SerializeToString())
-    tokenizer.save(folder / TOKENIZER_FILE)
-    atomic_write_bytes(folder / CONFIG_FILE, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
-    atomic_write_bytes(folder / CARD_FILE, model_card.encode("utf-8"))
-    return folder
+    with staged_export(folder) as staged:
+        model = build_model(config, weights, staged.path(DATA_FILE) if external_data else None)
+        staged.write(MODEL_FILE, model.SerializeToString())
+        staged.write(TOKENIZER_FILE, tokenizer.json_bytes())
+        staged.write(CONFIG_FILE, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
+        staged.write(CARD_FILE, model_card.encode("utf-8"))
+    return Path(folder)

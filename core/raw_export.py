@@ -5,12 +5,13 @@ import contextlib
 import csv
 import io
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from core.atomic import StagedFolder, atomic_write_bytes
+from core.atomic import TEMP_PREFIX, StagedFolder, atomic_write_bytes
 from core.trace import Trace
 
 
@@ -19,16 +20,24 @@ class ExportError(OSError):
 
 
 def check_export_folder(folder: str | os.PathLike) -> Path:
-    """Refuse, before any slow work, a folder that cannot be made or written; create nothing."""
+    """Refuse, before any slow work, a folder that cannot be made or written; leave nothing behind."""
     folder = Path(folder)
     existing = folder
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
         raise ExportError(f"cannot create the folder {folder}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ExportError(f"the folder {existing} is not writable")
+    try:
+        _try_making_a_folder_in(existing)
+    except OSError as exc:
+        raise ExportError(f"cannot write {folder}: {exc.strerror or exc}; nothing was written") from None
     return folder
+
+
+def _try_making_a_folder_in(existing: Path) -> None:
+    """Make and remove an empty folder where the writing will start. Permission bits cannot tell: root
+    passes os.access everywhere, yet /proc refuses it (ENOENT), /sys (EPERM), a read-only mount (EROFS)."""
+    os.rmdir(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=existing))
 
 
 def ensure_writable_folder(folder: str | os.PathLike) -> Path:

@@ -803,8 +803,11 @@ class BPETokenizer:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write tokenizer.json atomically (temp file in the same folder, then replace)."""
-        data = json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n"
-        atomic_write_bytes(Path(path), data.encode("utf-8"))
+        atomic_write_bytes(Path(path), self.json_bytes())
+
+    def json_bytes(self) -> bytes:
+        """The contents of tokenizer.json (what save writes)."""
+        return (json.dumps(self.to_json(), ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], tokenizer_config: Mapping[str, Any] | None = None) -> "BPETokenizer":
