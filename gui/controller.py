@@ -309,7 +309,7 @@ class Controller(QObject):
     sigBusy = Signal(bool)
     sigStatus = Signal(object)            # dict: tokens, context, backend, elapsed_ms, parity, bundle
     sigHighlight = Signal(int, int)       # characters [start, end) of the sentence to highlight; -1 clears
-    sigTextReplaced = Signal(object)      # str: the sentence changed by an append/generate/undo (not typing);
+    sigTextReplaced = Signal(object)      # str: the sentence changed by an append/generate/step back (not typing);
                                           # object, as a QString copy would drop a leading U+FEFF
     sigBundleChanged = Signal(object)     # Bundle
     sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
@@ -317,6 +317,7 @@ class Controller(QObject):
     sigReferenceTrace = Signal(object)    # the NumPy Trace behind the parity badge (None), before sigTraceChanged
     sigTokensChanged = Signal(object, object)   # (Trace | None, Selection): the tokens of the run under way, or
                                                 # the trace shown again when that run failed or was cancelled
+    sigCanStepBack = Signal(bool)         # whether appended tokens are there for Step back to take back
 
     def __init__(self, bundle: Bundle, backend: str = "onnx", parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -326,7 +327,8 @@ class Controller(QObject):
         self._backend = backend
         self._state = SentenceState()
         self._shown: SentenceState | None = None      # the state self.trace was made for
-        self._undo: list[SentenceState] = []
+        # The sentence as typed and its token count, once tokens were appended to it: where Step back stops.
+        self._typed: tuple[SentenceState, int] | None = None
         self._awaiting_ids: list[Callable[[list[int]], None]] = []   # edits waiting for the sentence's ids
         self.trace: Trace | None = None
         self.parity: float | None = None
@@ -390,10 +392,10 @@ class Controller(QObject):
 
     # ------------------------------------------------------------ the sentence
     def set_text(self, text: str) -> None:
-        """The user typed: analyse after a short pause (typing resets the undo stack and drops pending edits)."""
+        """The user typed: analyse after a short pause (typing makes this the typed text and drops pending edits)."""
         if self._state.ids is None and text == self._state.text:
             return
-        self._undo.clear()
+        self._set_typed(None)
         self._awaiting_ids.clear()
         self._state = SentenceState(text)
         self.interventions = ablations_only(self.interventions)   # a patch belongs to the sentence it was made for
@@ -422,9 +424,7 @@ class Controller(QObject):
         self._emit_busy()
         self.sigNotice.emit("cancelled: the panels show the last finished analysis")
 
-    def _replace_state(self, state: SentenceState, push_undo: bool) -> None:
-        if push_undo:
-            self._undo.append(self._state)
+    def _replace_state(self, state: SentenceState) -> None:
         self._state = state
         self.interventions = ablations_only(self.interventions)
         self.sigTextReplaced.emit(state.text)
@@ -471,17 +471,35 @@ class Controller(QObject):
             self.sigNotice.emit(f"the context is full ({self.context} tokens): "
                                 f"{len(combined) - self.context} token(s) were not appended")
             combined = combined[: self.context]
-        self._replace_state(self._state_of_ids(combined), push_undo=True)
+        self._remember_typed(current)
+        self._replace_state(self._state_of_ids(combined))
+
+    def can_step_back(self) -> bool:
+        return self._typed is not None
+
+    def _set_typed(self, typed: tuple[SentenceState, int] | None) -> None:
+        if (typed is None) != (self._typed is None):
+            self.sigCanStepBack.emit(typed is not None)
+        self._typed = typed
+
+    def _remember_typed(self, ids: list[int]) -> None:
+        """Before the first token is appended to the typed text: keep it, for Step back to stop at."""
+        if self._typed is None:
+            self._set_typed((self._state, len(ids)))
 
     def step_back(self) -> None:
-        """Undo the last append/generate; with nothing to undo, drop the last token."""
+        """Take back the last appended (or generated) token: one per press, never one of the typed text."""
         self._with_ids(self._step_back)
 
     def _step_back(self, ids: list[int]) -> None:
-        if self._undo:
-            self._replace_state(self._undo.pop(), push_undo=False)
-        elif len(ids) > 1:
-            self._replace_state(self._state_of_ids(ids[:-1]), push_undo=False)
+        if self._typed is None:
+            return   # only typed text: nothing appended to take back
+        typed, typed_count = self._typed
+        if len(ids) - 1 > typed_count:
+            self._replace_state(self._state_of_ids(ids[:-1]))
+        else:   # the text exactly as typed, not a decoding of its ids (which need not give it back)
+            self._set_typed(None)
+            self._replace_state(typed)
 
     def generate(self, request) -> None:
         """request: (n_tokens, SamplingSettings) from a panel's sigGenerate."""
@@ -496,8 +514,8 @@ class Controller(QObject):
         generation, runners, backend = self.generation, self._runners, self._backend
 
         def done(new_ids: list[int]) -> None:
-            self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)),
-                                push_undo=True)
+            self._remember_typed(ids)
+            self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)))
 
         self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings, context=self.context), done,
                           self._report_error, lambda: generation != self.generation))
@@ -680,7 +698,7 @@ class Controller(QObject):
                 return
             self._runners = runners
             self.interventions = Interventions()   # another model's heads and experts
-            self._undo.clear()
+            self._set_typed(None)
             self._awaiting_ids.clear()
             if self._state.ids is not None:   # appended while it loaded: still ids of the old vocabulary
                 self._state = SentenceState(self._state.text)
@@ -713,6 +731,9 @@ class Controller(QObject):
         panel.sigSelect.connect(self.select)
         panel.sigAppendTokens.connect(self.append_tokens)
         panel.sigStepBack.connect(self.step_back)
+        if hasattr(panel, "set_can_step_back"):     # the next-token panel's Step back button
+            self.sigCanStepBack.connect(panel.set_can_step_back)
+            panel.set_can_step_back(self.can_step_back())
         panel.sigGenerate.connect(self.generate)
         panel.sigRequestVariant.connect(partial(self.request_variant, panel))
         panel.sigHoverText.connect(self.sigHighlight)
@@ -787,7 +808,7 @@ class Controller(QObject):
 
     def show_patched(self, text: str, interventions: Interventions) -> None:
         """Show `text` run with a patch (a clicked sweep cell) in every panel, the ablations in force kept."""
-        self._undo.clear()
+        self._set_typed(None)
         self._awaiting_ids.clear()
         self._state = SentenceState(text)
         self.interventions = with_ablations(ablations_only(self.interventions), interventions)
@@ -883,7 +904,7 @@ class Controller(QObject):
         self._debounce.stop()
         self._switch_id += 1   # a backend switch under way is superseded
         self._switching_to = None
-        self._undo.clear()
+        self._set_typed(None)
         self._awaiting_ids.clear()
         if runners is not self._runners:
             self._runners = runners

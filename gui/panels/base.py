@@ -202,7 +202,7 @@ class Panel(QWidget):
     # A panel asks; the controller acts and everyone hears back through set_trace / set_selection.
     sigSelect = Signal(dict)                 # selection changes, e.g. {"layer": 1, "head": 2}
     sigAppendTokens = Signal(list)           # token ids to append to the sentence, then re-run
-    sigStepBack = Signal()                   # undo the last append
+    sigStepBack = Signal()                   # take back the last appended token
     sigGenerate = Signal(object)             # (n_tokens: int, core.sampling.SamplingSettings)
     sigRequestVariant = Signal(str, object)  # (tag, {"head_mask": ..., "expert_override": ...}) -> set_variant
     sigHoverText = Signal(int, int)          # highlight characters [start, end) of the sentence; (-1, -1) clears

@@ -164,7 +164,9 @@ class NextTokenPanel(Panel):
                                       "or press 1–9 on the chart)")
         self.append_button.clicked.connect(lambda: self._append_row(self.chart.cursor_row))
         self.step_back_button = QPushButton("Step back", self)
-        self.step_back_button.setToolTip("Undo the last appended token")
+        self.step_back_button.setToolTip("Take back the last appended or generated token: one per press, "
+                                         "down to the text you typed")
+        self.step_back_button.setEnabled(False)   # until a token is appended (set_can_step_back)
         self.step_back_button.clicked.connect(self.sigStepBack.emit)
         self.generate_count = QSpinBox(self)
         self.generate_count.setRange(1, 256)
@@ -185,6 +187,9 @@ class NextTokenPanel(Panel):
         return row
 
     # ---------------------------------------------------------------- state
+    def set_can_step_back(self, possible: bool) -> None:
+        self.step_back_button.setEnabled(possible)
+
     def settings(self) -> SamplingSettings:
         return SamplingSettings(temperature=self.temperature.value(), top_k=self.top_k.value(),
                                 top_p=self.top_p.value(), greedy=self.greedy.isChecked(),

@@ -135,10 +135,11 @@ def test_append_step_back_and_generate_never_tokenize_on_the_ui_thread(qtbot, wi
     tokens.sigStepBack.emit()
     qtbot.waitUntil(lambda: c.trace.input_ids.tolist() == before and not c.busy(), timeout=WAIT_MS)
     window.sentence_bar.setText(typed)
+    tokens.sigAppendTokens.emit([typed_ids[-1]])   # waits for the typed text's ids, which its run brings
     tokens.sigStepBack.emit()
-    qtbot.waitUntil(lambda: c.trace.input_ids.tolist() == typed_ids[:-1] and not c.busy(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: c.trace.input_ids.tolist() == typed_ids and not c.busy(), timeout=WAIT_MS)
     tokens.sigGenerate.emit((2, SamplingSettings(greedy=True)))
-    qtbot.waitUntil(lambda: c.trace.n_tokens == len(typed_ids) + 1 and not c.busy(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: c.trace.n_tokens == len(typed_ids) + 2 and not c.busy(), timeout=WAIT_MS)
     assert tokenizer_calls, "the spy saw no tokenization at all"
     assert [call for call in tokenizer_calls if call[1]] == []
 

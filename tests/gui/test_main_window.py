@@ -190,8 +190,31 @@ def test_generate_appends_what_greedy_decoding_picks(qtbot, window, bundle):
     runner = NumpyRunner(bundle)
     expected = generate(lambda ids: runner.run(ids).logits[-1], start, 4, SamplingSettings(greedy=True))
     assert list(c.trace.input_ids) == expected
-    window.panel("tokens").sigStepBack.emit()
-    qtbot.waitUntil(lambda: list(c.trace.input_ids) == start and not c.busy(), timeout=WAIT_MS)
+    window.panel("tokens").sigStepBack.emit()   # takes back one token, not the whole generation
+    qtbot.waitUntil(lambda: list(c.trace.input_ids) == expected[:-1] and not c.busy(), timeout=WAIT_MS)
+
+
+def test_step_back_takes_back_one_generated_token_per_press_down_to_the_typed_text(qtbot, window):
+    n = 4
+    type_text(qtbot, window, ENGLISH)
+    c, panel = window.controller, window.panel("next_token")
+    typed = c.trace.input_ids.tolist()
+    assert not panel.step_back_button.isEnabled()   # nothing appended yet
+    panel.greedy.setChecked(True)
+    panel.generate_count.setValue(n)
+    panel.generate_button.click()
+    qtbot.waitUntil(lambda: c.trace.n_tokens == len(typed) + n and not c.busy(), timeout=WAIT_MS)
+    generated = c.trace.input_ids.tolist()
+    assert generated[:len(typed)] == typed
+    for left in range(n - 1, -1, -1):   # each press: exactly the last token goes
+        assert panel.step_back_button.isEnabled()
+        panel.step_back_button.click()
+        qtbot.waitUntil(lambda: c.trace.n_tokens == len(typed) + left and not c.busy(), timeout=WAIT_MS)
+        assert c.trace.input_ids.tolist() == generated[:len(typed) + left]
+    assert window.sentence_bar.text() == ENGLISH and c.trace.text == ENGLISH   # the typed text itself
+    assert not panel.step_back_button.isEnabled()
+    panel.sigStepBack.emit()   # asked all the same: the typed text keeps every token (decided at once, no run)
+    assert c.text == ENGLISH and not c.busy() and c.trace.input_ids.tolist() == typed
 
 
 def test_a_variant_request_is_answered_with_that_intervention(qtbot, window, bundle):

@@ -213,8 +213,10 @@ def test_generate_emits_count_and_settings(panel, english_trace, qtbot):
     assert blocker.args[0][1].greedy
 
 
-def test_step_back_emits(panel, english_trace, qtbot):
+def test_step_back_emits_once_there_is_something_to_take_back(panel, english_trace, qtbot):
     panel.set_trace(english_trace)
+    assert not panel.step_back_button.isEnabled()   # only typed text: the controller says otherwise
+    panel.set_can_step_back(True)
     with qtbot.waitSignal(panel.sigStepBack):
         qtbot.mouseClick(panel.step_back_button, Qt.LeftButton)
 
