@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.interventions import Interventions, residual_stages, stage_names
+from core.interventions import PATCHES, Interventions, residual_stages, stage_names
 from core.logit_lens import stage_label
 from core.model import expert_terms
 from core.raw_export import csv_text, matrix_csv_text
@@ -156,6 +156,17 @@ def cell_interventions(pair: PatchPair, kind: str, cell: tuple[int, ...],
     mask = np.zeros(_mask_shape(pair, patch), bool)
     mask[tuple(cell)] = True  # a [layer, head] cell covers every position of that head
     return Interventions(**{patch: values_of(pair.clean) if values is None else values, f"{patch}_mask": mask})
+
+
+def is_run_of_pair(pair: PatchPair, ids, interventions: Interventions | None) -> bool:
+    """Whether a run of `ids` with `interventions` is one the pair's sweeps describe: A itself, or B with a
+    site patched in (what a clicked sweep cell shows). Any other sentence makes the sweeps another's result.
+    B patched needs no check of the patch's values: the app drops a patch as soon as the sentence changes."""
+    ids = np.asarray(ids)
+    if np.array_equal(ids, pair.clean.input_ids):
+        return True
+    patched = interventions is not None and any(interventions.patches(values) for values, _ in PATCHES)
+    return patched and np.array_equal(ids, pair.corrupt.input_ids)
 
 
 SWEEP_CHUNK = 32  # cells per runner call: the ONNX runner runs them as one batch through its sweep graph

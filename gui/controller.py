@@ -311,6 +311,8 @@ class Controller(QObject):
     sigHighlight = Signal(int, int)       # characters [start, end) of the sentence to highlight; -1 clears
     sigTextReplaced = Signal(object)      # str: the sentence changed by an append/generate/step back (not typing);
                                           # object, as a QString copy would drop a leading U+FEFF
+    sigTextShownUndoably = Signal(object)  # str: B of a clicked sweep cell, in place of the sentence typed, which
+                                           # the bar keeps in its undo history (Ctrl+Z brings it back)
     sigBundleChanged = Signal(object)     # Bundle
     sigBackendChanged = Signal(str)       # the backend in use (also after a switch that failed: the old one)
     sigFilesWritten = Signal(object)      # list[Path] of a finished write job
@@ -812,7 +814,7 @@ class Controller(QObject):
         self._awaiting_ids.clear()
         self._state = SentenceState(text)
         self.interventions = with_ablations(ablations_only(self.interventions), interventions)
-        self.sigTextReplaced.emit(text)
+        self.sigTextShownUndoably.emit(text)
         self.flush()
 
     def run_experiment(self, job) -> None:

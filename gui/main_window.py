@@ -292,6 +292,7 @@ class MainWindow(QMainWindow):
         c.sigStatus.connect(self._show_status)
         c.sigHighlight.connect(self.sentence_bar.highlight)
         c.sigTextReplaced.connect(self.sentence_bar.set_text_silently)
+        c.sigTextShownUndoably.connect(self.sentence_bar.set_text_undoably)
         c.sigBundleChanged.connect(self._on_bundle_changed)
 
     # ------------------------------------------------------------ layout

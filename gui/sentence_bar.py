@@ -95,6 +95,19 @@ class SentenceBar(QLineEdit):
         finally:
             self._silent = False
 
+    def set_text_undoably(self, text: str) -> None:
+        """As set_text_silently, as one edit of the bar's undo history: setText forgets that history, and
+        with it the sentence the user typed. Ctrl+Z then gives that sentence back, as typing it would."""
+        if text == self.text():
+            return
+        self._surrogates_replaced = surrogate_count(text) > 0
+        self._silent = True
+        try:
+            self.selectAll()
+            self.insert(_for_qt(clean_text(text)))
+        finally:
+            self._silent = False
+
     def note(self) -> str:
         """The surrogate rule, while the text shows a U+FFFD that stands for a surrogate, and what a
         bidirectional control changes in the bar's drawing; "" when neither applies."""

@@ -4,7 +4,13 @@ The metric is logit(answer) - logit(wrong) after the last token, normalised so 0
 1 = A's (core.patching). Four sweeps, each a heatmap: the residual stream [stage, position],
 every head's output [layer, head], every head at one position [layer.head, position], every
 expert [layer, expert]. The sweeps run on the controller's experiment worker with a progress bar and
-Cancel; clicking a cell shows B with that one site patched in every panel.
+Cancel; clicking a cell shows B with that one site patched in every panel (the sentence bar then holds B,
+and Ctrl+Z there brings A back).
+
+The sweeps are shown only while they describe what is on screen: the trace is A, or B with one of their
+cells patched in, and the B field holds the B they were run with. Otherwise (another sentence typed,
+B edited, a run that failed) they are hidden and not exported: a cell of them would patch B with the
+values of a sentence no longer shown, and the summary naming their A and B would be gone.
 """
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPro
 
 from core.experiment_runs import patch_typed
 from core.logit_lens import STAGES_NOTE
-from core.patching import PairWording, PatchResult, cell_interventions
+from core.patching import PairWording, PatchResult, cell_interventions, is_run_of_pair
 from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -26,6 +32,9 @@ METRIC_LEVELS = (-1.0, 1.0)   # normalised metric: 0 = B, 1 = A; overshoots are 
 SWEEP_TITLES = {"resid": "Residual stream [stage × position]", "heads": "Heads [layer × head], all positions",
                 "heads_pos": "Head × position [layer.head × position]", "experts": "Experts [layer × expert]"}
 MIN_VIEW_SIZE = (360, 260)   # a sweep's heatmap stays legible: below two of these side by side, one column
+INTRO = ("Type sentence B (as many tokens as A) and press Run sweeps: four heatmaps then show what patching one "
+         "site of A into B does. Metric: 0 = B's value, 1 = A's.")
+CHANGED = {"A": "Sentence A (the sentence bar)", "B": "Sentence B"}
 
 
 # The messages name this panel's own fields, not the CLI's flags.
@@ -85,14 +94,14 @@ class PatchingPanel(Panel):
         super().__init__(parent)
         self.result: PatchResult | None = None
         self.corrupt_text = ""            # B of the result shown
+        self.error = ""                   # why the last run failed ("" when it did not)
         self.job: ExperimentJob | None = None
         self.relay = ProgressRelay(self)
         self.relay.sigProgress.connect(self._on_progress)
         page = QWidget()
         layout = QVBoxLayout(page)
         layout.addLayout(self._build_inputs())
-        self.summary = QLabel("Type sentence B (as many tokens as A) and press Run sweeps: four heatmaps then "
-                              "show what patching one site of A into B does. Metric: 0 = B's value, 1 = A's.")
+        self.summary = QLabel(INTRO)
         self.summary.setObjectName("patching_summary")
         self.summary.setWordWrap(True)
         layout.addWidget(self.summary)
@@ -112,6 +121,7 @@ class PatchingPanel(Panel):
         rows, row, tokens = QVBoxLayout(), QHBoxLayout(), QHBoxLayout()
         self.corrupt_edit = QLineEdit()
         self.corrupt_edit.setPlaceholderText("sentence B (the corrupt run), e.g. 订单取消了。订单")
+        self.corrupt_edit.textChanged.connect(lambda _text: self._show_state())
         self.answer_edit, self.wrong_edit = QLineEdit(), QLineEdit()
         self.answer_edit.setPlaceholderText("A's top token")
         self.wrong_edit.setPlaceholderText("B's top token")
@@ -158,8 +168,9 @@ class PatchingPanel(Panel):
         self.job = job = ExperimentJob(None, lambda result: self._on_done(result, corrupt), self._on_error, self.relay)
         job.fn = lambda runner: patch_typed(runner, clean_ids, clean_labels, corrupt, answer, wrong, WORDING,
                                             job.progress)
+        self.result, self.error = None, ""   # the new run replaces it: a failure must not leave it under the message
         self._set_running(True)
-        self.summary.setText("running the sweeps…")
+        self._show_state()
         self.sigRunExperiment.emit(job)
 
     def cancel(self) -> None:
@@ -180,19 +191,47 @@ class PatchingPanel(Panel):
     def _on_error(self, message: str) -> None:
         self.job = None
         self._set_running(False)
-        self.summary.setText(f"patching: {message}")
+        self.error = message
+        self._show_state()
 
     def _on_done(self, result: PatchResult, corrupt_text: str) -> None:
         self.job = None
         self._set_running(False)
         self.result, self.corrupt_text = result, corrupt_text
-        pair = result.pair
-        self.summary.setText(
-            f"metric = logit({self._piece(pair.answer_id)}) − logit({self._piece(pair.wrong_id)}) after the last "
-            f"token: A {pair.metric_clean:.3g}, B {pair.metric_corrupt:.3g}; cells normalised, 0 = B, 1 = A. "
-            "Click a cell to show B with that site patched in every panel.")
         self._draw_result()
-        self.sweeps.show()
+        self._show_state()
+
+    # ------------------------------------------------------------ what is shown
+    def stale(self) -> str:
+        """"" when the result describes what is shown, else which sentence changed since its run ("A" or "B")."""
+        if self.result is None:
+            return ""
+        if self.trace is None or not is_run_of_pair(self.result.pair, self.trace.input_ids, self.trace.interventions):
+            return "A"
+        return "B" if self.corrupt_edit.text() != self.corrupt_text else ""
+
+    def showing_result(self) -> bool:
+        return self.result is not None and self.job is None and not self.stale()
+
+    def _show_state(self) -> None:
+        """The summary for the panel's state, and the sweeps only while they are the current A and B's."""
+        self.summary.setText(self._summary_text())
+        self.sweeps.setVisible(self.showing_result())
+
+    def _summary_text(self) -> str:
+        if self.job is not None:
+            return "running the sweeps…"
+        if self.result is None:
+            return f"patching: {self.error}" if self.error else INTRO
+        changed = self.stale()
+        if changed:
+            return (f"{CHANGED[changed]} changed since the last sweeps, so they are hidden: they were run for "
+                    "the earlier one. Press Run sweeps to run them for the sentences now given.")
+        pair = self.result.pair
+        return (f"metric = logit({self._piece(pair.answer_id)}) − logit({self._piece(pair.wrong_id)}) after the "
+                f"last token: A {pair.metric_clean:.3g}, B {pair.metric_corrupt:.3g}; cells normalised, 0 = B, "
+                "1 = A. Click a cell to show B with that site patched in every panel (Ctrl+Z in the sentence bar "
+                "brings A back).")
 
     def _piece(self, token_id: int) -> str:
         return repr(self.trace.vocab_label(token_id)) if self.trace is not None else f"#{token_id}"
@@ -206,10 +245,11 @@ class PatchingPanel(Panel):
             plot.set_col_labels(cols)
 
     def draw(self) -> None:
-        """The sweeps stay as they were run; a new sentence A only matters at the next Run."""
+        """The sweeps are not run again for a new trace: they are shown while it is theirs, hidden otherwise."""
+        self._show_state()
 
     def show_cell(self, kind: str, row: int, col: int) -> None:
-        if self.result is None:
+        if not self.showing_result():   # a hidden result's cell would put its B in the sentence bar
             return
         if kind == "heads_pos":
             heads = self.result.heads.shape[1]
@@ -220,7 +260,7 @@ class PatchingPanel(Panel):
 
     # ------------------------------------------------------------ export
     def figures(self) -> list[Figure]:
-        if self.result is None:   # empty axes are no figure
+        if not self.showing_result():   # empty axes, or the sweeps of sentences no longer shown, are no figure
             return []
         kinds = [kind for kind in SWEEP_TITLES if kind != "experts" or self.result.experts.size]   # dense: no experts
         return [Figure(f"patching_{kind}", self.views[kind], table=lambda kind=kind: self.result.sweep_csv(kind),
@@ -231,3 +271,12 @@ class PatchingPanel(Panel):
         """A sweep's page: its matrix's cells (none before a sweep ran: the view's least size), axes, title, bar."""
         rows, cols = self.result.sweep_table(kind)[0].shape if self.result is not None else (0, 0)
         return pages.cells_page(self.views[kind], self.plots[kind].vb, rows, cols, pages.matrix_cell(rows, cols))
+
+    def why_no_figures(self) -> str:
+        if self.showing_empty_state() or self.showing_result():
+            return super().why_no_figures()
+        if self.job is not None:
+            return "The patching sweeps are running."
+        if self.result is not None:
+            return f"{CHANGED[self.stale()]} changed since the last patching sweeps: run them again for it."
+        return f"The patching sweeps failed: {self.error}." if self.error else super().why_no_figures()

@@ -14,8 +14,8 @@ import pytest
 
 from core.bundle import load_bundle
 from core.interventions import Interventions, residual_stages
-from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, logit_difference, patch_arrays,
-                           patched_metric, prepare_pair, run_all_sweeps, sweep)
+from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, is_run_of_pair, logit_difference,
+                           patch_arrays, patched_metric, prepare_pair, run_all_sweeps, sweep)
 from core.runners import NumpyRunner, OnnxRunner
 
 CLEAN = np.array([12, 80, 5, 33, 140, 9, 61, 200, 18])
@@ -90,6 +90,16 @@ def test_a_cell_run_as_a_full_trace_gives_the_swept_value(pairs, results):
     trace = runner.run(pair.corrupt.input_ids, interventions=cell_interventions(pair, "heads", (1, 2)))
     metric = logit_difference(trace.logits, pair.answer_id, pair.wrong_id)
     np.testing.assert_allclose(pair.normalised(metric), results["onnx"].heads[1, 2], atol=1e-6)
+
+
+def test_the_sweeps_describe_a_and_b_patched_and_no_other_run(pairs, bundle):
+    _, pair = pairs["numpy"]
+    heads_off = np.zeros((bundle.config.num_hidden_layers, bundle.config.num_attention_heads), np.float32)
+    assert is_run_of_pair(pair, CLEAN, Interventions())
+    assert is_run_of_pair(pair, CORRUPT, cell_interventions(pair, "heads", (1, 2)))   # a clicked cell
+    assert not is_run_of_pair(pair, CORRUPT, Interventions())   # B typed as sentence A: another pair's A
+    assert not is_run_of_pair(pair, CORRUPT, Interventions(head_mask=heads_off))   # ablated, unpatched
+    assert not is_run_of_pair(pair, CLEAN[:-1], None)
 
 
 def test_a_head_patched_with_the_corrupt_runs_own_value_changes_nothing(pairs):

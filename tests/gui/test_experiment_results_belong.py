@@ -1,0 +1,132 @@
+"""A sweep's or an occlusion's result is shown, clickable and exported only beside the sentences it was run for: a
+new sentence A, an edited B or a failed run hides it, and a clicked cell never loses the sentence the user typed."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from core.bundle import load_bundle
+from core.patching import cell_interventions
+from core.runners import OnnxRunner
+from core.session import analyse
+from gui.panels.patching_panel import PatchingPanel
+from tests.gui.qt_helpers import settled
+
+A, B = "订单成功了。订单", "订单取消了。订单"
+ENGLISH = "The cat sat on the mat."
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return OnnxRunner(load_bundle(None))
+
+
+@pytest.fixture(scope="module")
+def clean(runner):
+    return analyse(runner, A)
+
+
+def run_jobs_here(panel, runner):
+    """Stand in for the controller: run each experiment job at once, on this thread."""
+    def run(job):
+        try:
+            result = job.fn(runner)
+        except ValueError as exc:
+            job.on_error(str(exc))
+        else:
+            job.on_done(result)
+    panel.sigRunExperiment.connect(run)
+
+
+@pytest.fixture()
+def swept(show, runner, clean):
+    """A Patching panel that has run its sweeps for A (the trace) and B; the cells it asked to show, in `clicks`."""
+    panel = show(PatchingPanel(), 900, 700)
+    run_jobs_here(panel, runner)
+    panel.set_trace(clean)
+    panel.corrupt_edit.setText(B)
+    panel.run_button.click()
+    assert panel.result is not None and panel.sweeps.isVisibleTo(panel)
+    panel.clicks = []
+    panel.sigShowPatched.connect(lambda text, interventions: panel.clicks.append(text))
+    return panel
+
+
+def assert_sweeps_hidden(panel):
+    assert not panel.sweeps.isVisibleTo(panel)
+    assert "metric =" not in panel.summary.text()   # no numbers of the hidden run, unlabelled
+    assert panel.figures() == []
+    panel.plots["resid"].sigCellClicked.emit(0, 0)
+    assert panel.clicks == []   # a hidden cell puts no sentence in the bar
+
+
+def test_a_new_sentence_a_hides_the_sweeps_and_the_sentence_they_were_run_for_shows_them(swept, runner, clean):
+    cell = cell_interventions(swept.result.pair, "resid", (0, 3))
+    swept.set_trace(analyse(runner, B, interventions=cell))   # what a clicked cell shows: still these sweeps
+    assert swept.sweeps.isVisibleTo(swept) and len(swept.figures()) == 4
+
+    swept.set_trace(analyse(runner, ENGLISH))
+    assert_sweeps_hidden(swept)
+    assert swept.summary.text().startswith("Sentence A (the sentence bar) changed")
+    assert "Sentence A" in swept.why_no_figures()
+
+    swept.set_trace(clean)   # the user's A again (Ctrl+Z in the bar): its sweeps are back
+    assert swept.sweeps.isVisibleTo(swept) and "metric =" in swept.summary.text()
+    swept.plots["resid"].sigCellClicked.emit(0, 3)
+    assert swept.clicks == [B]
+
+
+def test_an_edited_b_hides_the_sweeps_until_it_is_the_b_they_were_run_for(swept):
+    swept.corrupt_edit.setText("订单取消了。好的")
+    assert_sweeps_hidden(swept)
+    assert swept.summary.text().startswith("Sentence B changed")
+    swept.corrupt_edit.setText(B)
+    assert swept.sweeps.isVisibleTo(swept) and len(swept.figures()) == 4
+
+
+def test_a_failed_run_hides_the_sweeps_of_the_run_before(swept):
+    swept.corrupt_edit.setText(A)   # B = A: both texts give the same logit difference
+    swept.run_button.click()
+    assert swept.result is None
+    assert swept.summary.text().startswith("patching: ") and "same" in swept.summary.text()
+    assert_sweeps_hidden(swept)
+    assert swept.why_no_figures().startswith("The patching sweeps failed: ")
+
+
+# ---------------------------------------------------------------- in the window: the sentence bar
+
+def front(qtbot, window, name):
+    window.docks[name].show()
+    window.docks[name].raise_()
+    panel = window.panel(name)
+    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
+    return panel
+
+
+def test_a_clicked_cell_keeps_the_typed_sentence_a_ctrl_z_away_and_a_hidden_cell_changes_nothing(qtbot, shipped_window):
+    window = shipped_window(A, 1500, 950)
+    panel, bar = front(qtbot, window, "patching"), window.sentence_bar
+    bar.setText(A)   # as typed
+    qtbot.waitUntil(lambda: settled(window, A), timeout=20000)
+    panel.corrupt_edit.setText(B)
+    panel.run_button.click()
+    qtbot.waitUntil(lambda: panel.result is not None, timeout=60000)
+
+    panel.plots["resid"].sigCellClicked.emit(0, 3)
+    qtbot.waitUntil(lambda: window.controller.trace.interventions.patches("resid_patch"), timeout=20000)
+    window.flush_redraws()
+    assert bar.text() == B and panel.sweeps.isVisibleTo(panel)   # B patched is these sweeps' own run
+    bar.setFocus()
+    QTest.keyClick(bar, Qt.Key.Key_Z, Qt.KeyboardModifier.ControlModifier)
+    assert bar.text() == A
+    qtbot.waitUntil(lambda: settled(window, A), timeout=20000)
+    assert not window.controller.trace.interventions.describe()   # A itself, the patch dropped with B
+    assert panel.sweeps.isVisibleTo(panel)
+
+    bar.setText(ENGLISH)   # typed over A: the sweeps are another sentence's
+    qtbot.waitUntil(lambda: settled(window, ENGLISH), timeout=20000)
+    assert not panel.sweeps.isVisibleTo(panel)
+    panel.plots["resid"].sigCellClicked.emit(0, 3)
+    qtbot.wait(50)
+    assert bar.text() == ENGLISH and window.controller.text == ENGLISH
