@@ -99,12 +99,13 @@ class OcclusionPanel(Panel):
         self.delta_strip, self.rollout_strip = TokenStrip(12.0, 8.0), TokenStrip(12.0, 8.0)
         self.delta_bar = ColourScale(plotting.colormap(plotting.DIVERGING), "Δ log p")
         self.rollout_bar = ColourScale(plotting.colormap(), "share")
+        self.result_parts: list[QWidget] = []   # what shows a result, hidden with it (the summary stays)
         for title, strip, bar in (("Occlusion: change in log p(target) when the token is taken out",
                                    self.delta_strip, self.delta_bar),
                                   ("Attention rollout (an approximation)", self.rollout_strip, self.rollout_bar)):
-            layout.addWidget(QLabel(title))
-            layout.addWidget(strip)
-            layout.addWidget(bar)
+            for widget in (QLabel(title), strip, bar):
+                layout.addWidget(widget)
+                self.result_parts.append(widget)
         layout.addStretch(1)
         return self.strips
 
@@ -131,8 +132,9 @@ class OcclusionPanel(Panel):
 
     def _on_error(self, asked: tuple, message: str) -> None:
         if asked == self._asked:
-            self.error, self.result = message, None   # the last result is another sentence's: no figure of it
+            self.error, self.result = message, None   # the last result is another request's: no figure of it
             self.summary.setText(f"occlusion: {message}")
+            self._show_parts(False)   # its chips and rows, under this message, would read as the answer to it
 
     def _on_done(self, asked: tuple, result: Occlusion) -> None:
         if asked != self._asked or self.trace is None:
@@ -143,8 +145,13 @@ class OcclusionPanel(Panel):
         self._asked = None
 
     # ------------------------------------------------------------ drawing
+    def _show_parts(self, shown: bool) -> None:
+        for widget in (*self.result_parts, self.table):
+            widget.setVisible(shown)
+
     def show_result(self, result: Occlusion) -> None:
         self.result = result
+        self._show_parts(True)
         labels = result.token_labels()
         how = "removed" if result.baseline_id == REMOVE else f"replaced by {self.trace.vocab_label(result.baseline_id)!r}"
         self.summary.setText(f"prediction after position {result.position} ({labels[result.position]!r}) of "

@@ -7,9 +7,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from core.bundle import load_bundle
+from core.occlusion import occlude
 from core.patching import cell_interventions
 from core.runners import OnnxRunner
 from core.session import analyse
+from gui.panels.occlusion_panel import OcclusionPanel
 from gui.panels.patching_panel import PatchingPanel
 from tests.gui.qt_helpers import settled
 
@@ -92,6 +94,28 @@ def test_a_failed_run_hides_the_sweeps_of_the_run_before(swept):
     assert swept.summary.text().startswith("patching: ") and "same" in swept.summary.text()
     assert_sweeps_hidden(swept)
     assert swept.why_no_figures().startswith("The patching sweeps failed: ")
+
+
+def test_an_invalid_occlusion_target_hides_the_last_targets_chips_and_table(show, runner, clean):
+    panel = show(OcclusionPanel(), 1000, 600)
+    run_jobs_here(panel, runner)
+    panel.set_trace(clean)
+    assert panel.result is not None
+    parts = (panel.delta_strip, panel.rollout_strip, panel.delta_bar, panel.table)
+    assert all(part.isVisibleTo(panel) for part in parts) and panel.table.rowCount() == clean.n_tokens
+
+    panel.target_edit.setText("zzqq xx")
+    panel.target_edit.editingFinished.emit()
+    assert panel.summary.text().startswith("occlusion: ")
+    assert not any(part.isVisibleTo(panel) for part in parts)
+    assert panel.summary.isVisibleTo(panel)   # the message says why
+    assert panel.figures() == [] and "failed" in panel.why_no_figures()
+
+    panel.target_edit.setText("")
+    panel.target_edit.editingFinished.emit()
+    assert panel.result is not None and all(part.isVisibleTo(panel) for part in parts)
+    assert panel.result.delta_logprob.tolist() == pytest.approx(
+        occlude(runner, clean.input_ids).delta_logprob.tolist(), abs=1e-4, nan_ok=True)
 
 
 # ---------------------------------------------------------------- in the window: the sentence bar
