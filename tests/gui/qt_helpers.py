@@ -34,3 +34,24 @@ def hover(widget, pos) -> None:
     event = QMouseEvent(QEvent.Type.MouseMove, local, QPointF(widget.mapToGlobal(local)),
                         Qt.MouseButton.NoButton, Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier)
     QApplication.sendEvent(widget, event)
+
+
+def front(qtbot, window, name: str):
+    """Show and raise a panel's dock so it is on screen, and wait until it shows the controller's trace."""
+    window.docks[name].show()
+    window.docks[name].raise_()
+    panel = window.panel(name)
+    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
+    return panel
+
+
+def run_jobs_here(panel, runner) -> None:
+    """Stand in for the controller: run each experiment job a panel asks for at once, on this thread."""
+    def run(job):
+        try:
+            result = job.fn(runner)
+        except ValueError as exc:
+            job.on_error(str(exc))
+        else:
+            job.on_done(result)
+    panel.sigRunExperiment.connect(run)

@@ -14,6 +14,7 @@ from gui import plotting
 from gui.panels.occlusion_panel import OcclusionPanel
 from gui.panels.patching_panel import MIN_VIEW_SIZE, PatchingPanel
 from gui.token_strip import token_fills
+from tests.gui.qt_helpers import run_jobs_here
 
 A, B = "订单成功了。订单", "订单取消了。订单"
 
@@ -26,18 +27,6 @@ def runner():
 @pytest.fixture(scope="module")
 def clean(runner):
     return analyse(runner, A)
-
-
-def run_jobs_here(panel, runner):
-    """Stand in for the controller: run each experiment job at once, on this thread."""
-    def run(job):
-        try:
-            result = job.fn(runner)
-        except ValueError as exc:
-            job.on_error(str(exc))
-        else:
-            job.on_done(result)
-    panel.sigRunExperiment.connect(run)
 
 
 @pytest.fixture()

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QLabel
 from core.occlusion import occlude
 from core.patching import logit_difference
 from core.runners import OnnxRunner
+from tests.gui.qt_helpers import front
 
 A, B = "订单成功了。订单", "订单取消了。订单"
 
@@ -16,15 +17,6 @@ A, B = "订单成功了。订单", "订单取消了。订单"
 @pytest.fixture()
 def window(shipped_window):
     return shipped_window(A, 1500, 950)
-
-
-def front(qtbot, window, name):
-    """Raise a panel's dock so it is on screen and drawn."""
-    window.docks[name].show()
-    window.docks[name].raise_()
-    panel = window.panel(name)
-    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
-    return panel
 
 
 def test_a_sweep_runs_and_a_clicked_cell_shows_the_patched_run_everywhere(qtbot, window, shipped):

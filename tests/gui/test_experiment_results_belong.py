@@ -13,7 +13,7 @@ from core.runners import OnnxRunner
 from core.session import analyse
 from gui.panels.occlusion_panel import OcclusionPanel
 from gui.panels.patching_panel import PatchingPanel
-from tests.gui.qt_helpers import settled
+from tests.gui.qt_helpers import front, run_jobs_here, settled
 
 A, B = "订单成功了。订单", "订单取消了。订单"
 ENGLISH = "The cat sat on the mat."
@@ -27,18 +27,6 @@ def runner():
 @pytest.fixture(scope="module")
 def clean(runner):
     return analyse(runner, A)
-
-
-def run_jobs_here(panel, runner):
-    """Stand in for the controller: run each experiment job at once, on this thread."""
-    def run(job):
-        try:
-            result = job.fn(runner)
-        except ValueError as exc:
-            job.on_error(str(exc))
-        else:
-            job.on_done(result)
-    panel.sigRunExperiment.connect(run)
 
 
 @pytest.fixture()
@@ -119,14 +107,6 @@ def test_an_invalid_occlusion_target_hides_the_last_targets_chips_and_table(show
 
 
 # ---------------------------------------------------------------- in the window: the sentence bar
-
-def front(qtbot, window, name):
-    window.docks[name].show()
-    window.docks[name].raise_()
-    panel = window.panel(name)
-    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
-    return panel
-
 
 def test_a_clicked_cell_keeps_the_typed_sentence_a_ctrl_z_away_and_a_hidden_cell_changes_nothing(qtbot, shipped_window):
     window = shipped_window(A, 1500, 950)

@@ -105,23 +105,6 @@ def test_copy_figure_copies_the_head_lines_view_the_user_clicked(qtbot, make_win
     assert copied_figure(window, monkeypatch) == "attention_lines"
 
 
-def recorded_dialogs(monkeypatch) -> list[str]:
-    """The labels the Export figure dialog opens on, from now on (no dialog is shown)."""
-    import gui.export_dialog
-
-    offered: list[str] = []
-
-    class Recorder:
-        def __init__(self, figures, current, folder, parent=None):
-            offered.append(figures[current][0])
-
-        def exec(self):
-            return QDialog.DialogCode.Rejected
-
-    monkeypatch.setattr(gui.export_dialog, "ExportFigureDialog", Recorder)
-    return offered
-
-
 def claims(field, combination) -> bool:
     """Whether the text field takes this key for itself before any shortcut sees it (Qt's ShortcutOverride)."""
     from PySide6.QtCore import QEvent
@@ -134,6 +117,15 @@ def claims(field, combination) -> bool:
     return event.isAccepted()
 
 
+def stand_in_for_export(window) -> list[bool]:
+    """A File menu action on Ctrl+A, in place of Export figure on Ctrl+E; the list records each time it runs."""
+    ran: list[bool] = []
+    stand_in = window.menuBar().actions()[0].menu().addAction("Stand-in for Export figure")
+    stand_in.setShortcut(QKeySequence("Ctrl+A"))
+    stand_in.triggered.connect(lambda: ran.append(True))
+    return ran
+
+
 def test_a_menu_key_typed_in_the_sentence_bar_runs_the_menu_action(qtbot, make_window):
     """On Linux a line edit takes Ctrl+E (File → Export figure) as "end of line" before any shortcut sees it.
     Offscreen fields have no such binding, so Ctrl+A, which fields take as select-all on every platform,
@@ -144,10 +136,7 @@ def test_a_menu_key_typed_in_the_sentence_bar_runs_the_menu_action(qtbot, make_w
     ctrl_a = QKeySequence("Ctrl+A")[0]
     assert claims(QLineEdit("a field of its own"), ctrl_a)   # else this test would prove nothing
     window = make_window()
-    ran = []
-    stand_in = window.menuBar().actions()[0].menu().addAction("Stand-in for Export figure")
-    stand_in.setShortcut(QKeySequence(ctrl_a))
-    stand_in.triggered.connect(lambda: ran.append(True))
+    ran = stand_in_for_export(window)
     bar = window.sentence_bar
     bar.setText("The cat sat.")
     bar.setFocus()
@@ -167,10 +156,7 @@ def test_a_field_of_a_dialog_keeps_a_key_the_window_s_menus_use(qtbot, make_wind
     from PySide6.QtWidgets import QLineEdit, QVBoxLayout
 
     window = make_window()
-    ran = []
-    stand_in = window.menuBar().actions()[0].menu().addAction("Stand-in for Export figure")
-    stand_in.setShortcut(QKeySequence("Ctrl+A"))
-    stand_in.triggered.connect(lambda: ran.append(True))
+    ran = stand_in_for_export(window)
     dialog = QDialog(window)
     field = QLineEdit("a path")
     QVBoxLayout(dialog).addWidget(field)

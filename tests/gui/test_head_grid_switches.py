@@ -9,7 +9,7 @@ from PySide6.QtCore import Qt
 from core.interventions import Interventions, head_mask_off
 from core.runners import NumpyRunner
 from core.session import analyse
-from tests.gui.qt_helpers import type_text
+from tests.gui.qt_helpers import front, type_text
 
 SENTENCE = "The cat sat on the mat because it was tired."
 
@@ -21,13 +21,6 @@ def window(make_window, qtbot):
     for name in ("attention", "interventions"):
         window.docks[name].show()
     return window
-
-
-def front(qtbot, window, name):
-    window.docks[name].raise_()
-    panel = window.panel(name)
-    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
-    return panel
 
 
 def head_mask_shown(window) -> np.ndarray:

@@ -4,16 +4,9 @@ from __future__ import annotations
 import numpy as np
 from PySide6.QtCore import Qt
 
+from tests.gui.qt_helpers import front
+
 TEXT = "The cat sat on the mat and looked at the door."
-
-
-def front(qtbot, window, name):
-    """Raise a panel's dock so it is on screen, and wait until it shows the controller's trace."""
-    window.docks[name].show()
-    window.docks[name].raise_()
-    panel = window.panel(name)
-    qtbot.waitUntil(lambda: panel.trace is window.controller.trace, timeout=10000)
-    return panel
 
 
 def start(qtbot, make_window):
