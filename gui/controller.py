@@ -473,8 +473,14 @@ class Controller(QObject):
             self.sigNotice.emit(f"the context is full ({self.context} tokens): "
                                 f"{len(combined) - self.context} token(s) were not appended")
             combined = combined[: self.context]
+        self._extend(current, combined)
+
+    def _extend(self, current: list[int], longer: list[int]) -> None:
+        """The sentence becomes `longer` (current's ids and more); nothing added (a full context): it stays as typed."""
+        if len(longer) == len(current):
+            return   # and Step back has nothing to take back
         self._remember_typed(current)
-        self._replace_state(self._state_of_ids(combined))
+        self._replace_state(self._state_of_ids(longer))
 
     def can_step_back(self) -> bool:
         return self._typed is not None
@@ -515,11 +521,8 @@ class Controller(QObject):
         self.generation += 1
         generation, runners, backend = self.generation, self._runners, self._backend
 
-        def done(new_ids: list[int]) -> None:
-            self._remember_typed(ids)
-            self._replace_state(SentenceState(text_of_ids(runners.bundle.tokenizer, new_ids), tuple(new_ids)))
-
-        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings, context=self.context), done,
+        self._submit(_Job(partial(generate_ids, runners, backend, ids, n, settings, context=self.context),
+                          lambda new_ids: self._extend(ids, new_ids),
                           self._report_error, lambda: generation != self.generation))
 
     # ------------------------------------------------------------ running

@@ -217,6 +217,19 @@ def test_step_back_takes_back_one_generated_token_per_press_down_to_the_typed_te
     assert c.text == ENGLISH and not c.busy() and c.trace.input_ids.tolist() == typed
 
 
+def test_append_to_a_full_context_keeps_the_typed_text_and_gives_step_back_nothing(qtbot, window, bundle):
+    context = bundle.config.max_position_embeddings
+    typed = "订单成交 and cats " * context
+    window.sentence_bar.setText(typed)
+    qtbot.waitUntil(lambda: window.controller.trace is not None and not window.controller.busy(), timeout=WAIT_MS)
+    c, panel = window.controller, window.panel("next_token")
+    assert c.trace.n_tokens == context
+    panel.sigAppendTokens.emit([int(np.argmax(c.trace.logits[-1]))])
+    qtbot.waitUntil(lambda: "the context is full" in window.notice.text(), timeout=WAIT_MS)
+    assert window.sentence_bar.text() == typed and c.text == typed   # not a decoding of the kept tokens
+    assert not panel.step_back_button.isEnabled()
+
+
 def test_a_variant_request_is_answered_with_that_intervention(qtbot, window, bundle):
     type_text(qtbot, window, ENGLISH)
     tokens = window.panel("tokens")
