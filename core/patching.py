@@ -158,15 +158,17 @@ def cell_interventions(pair: PatchPair, kind: str, cell: tuple[int, ...],
     return Interventions(**{patch: values_of(pair.clean) if values is None else values, f"{patch}_mask": mask})
 
 
+def is_patched_b(pair: PatchPair, ids, interventions: Interventions | None) -> bool:
+    """Whether a run of `ids` with `interventions` is B with a site patched in: what a clicked sweep cell shows.
+    The patch's values need no check: the app drops a patch as soon as the sentence changes."""
+    patched = interventions is not None and any(interventions.patches(values) for values, _ in PATCHES)
+    return patched and np.array_equal(np.asarray(ids), pair.corrupt.input_ids)
+
+
 def is_run_of_pair(pair: PatchPair, ids, interventions: Interventions | None) -> bool:
     """Whether a run of `ids` with `interventions` is one the pair's sweeps describe: A itself, or B with a
-    site patched in (what a clicked sweep cell shows). Any other sentence makes the sweeps another's result.
-    B patched needs no check of the patch's values: the app drops a patch as soon as the sentence changes."""
-    ids = np.asarray(ids)
-    if np.array_equal(ids, pair.clean.input_ids):
-        return True
-    patched = interventions is not None and any(interventions.patches(values) for values, _ in PATCHES)
-    return patched and np.array_equal(ids, pair.corrupt.input_ids)
+    site patched in. Any other sentence makes the sweeps another's result."""
+    return np.array_equal(np.asarray(ids), pair.clean.input_ids) or is_patched_b(pair, ids, interventions)
 
 
 SWEEP_CHUNK = 32  # cells per runner call: the ONNX runner runs them as one batch through its sweep graph

@@ -9,7 +9,7 @@ and Ctrl+Z there brings A back).
 
 The sweeps are shown only while they describe what is on screen: the trace is A, or B with one of their
 cells patched in, and the B field holds the B they were run with. Otherwise (another sentence typed,
-B edited, a run that failed) they are hidden and not exported: a cell of them would patch B with the
+B edited, a run that failed; a cancelled run brings back the sweeps before it) they are hidden and not exported: a cell of them would patch B with the
 values of a sentence no longer shown, and the summary naming their A and B would be gone.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPro
 
 from core.experiment_runs import patch_typed
 from core.logit_lens import STAGES_NOTE
-from core.patching import PairWording, PatchResult, cell_interventions, is_run_of_pair
+from core.patching import PairWording, PatchResult, cell_interventions, is_patched_b, is_run_of_pair
 from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -93,6 +93,7 @@ class PatchingPanel(Panel):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result: PatchResult | None = None
+        self.kept: PatchResult | None = None   # the sweeps before the run under way, for a Cancel to bring back
         self.corrupt_text = ""            # B of the result shown
         self.error = ""                   # why the last run failed ("" when it did not)
         self.job: ExperimentJob | None = None
@@ -163,15 +164,24 @@ class PatchingPanel(Panel):
     def run_sweeps(self) -> None:
         if self.trace is None or self.job is not None:
             return
-        clean_ids, clean_labels, corrupt = self.trace.input_ids, self.trace.labels(), self.corrupt_edit.text()
+        (clean_ids, clean_labels), corrupt = self._sentence_a(), self.corrupt_edit.text()
         answer, wrong = self.answer_edit.text().strip(), self.wrong_edit.text().strip()
         self.job = job = ExperimentJob(None, lambda result: self._on_done(result, corrupt), self._on_error, self.relay)
         job.fn = lambda runner: patch_typed(runner, clean_ids, clean_labels, corrupt, answer, wrong, WORDING,
                                             job.progress)
-        self.result, self.error = None, ""   # the new run replaces it: a failure must not leave it under the message
+        # The new run replaces the sweeps: a failure must not leave them under its message; a Cancel brings them back.
+        self.kept, self.result, self.error = self.result, None, ""
         self._set_running(True)
         self._show_state()
         self.sigRunExperiment.emit(job)
+
+    def _sentence_a(self) -> tuple:
+        """A's ids and token texts: the trace shown, or, while that is B with a sweep cell patched in, the A
+        of those sweeps (the sentence bar holds B then, and a run of B against B could only fail)."""
+        result, trace = self.result, self.trace
+        if result is not None and is_patched_b(result.pair, trace.input_ids, trace.interventions):
+            return result.pair.clean.input_ids, result.token_labels()[0]
+        return trace.input_ids, trace.labels()
 
     def cancel(self) -> None:
         if self.job is not None:
@@ -189,13 +199,18 @@ class PatchingPanel(Panel):
         self.progress.setValue(done)
 
     def _on_error(self, message: str) -> None:
+        cancelled = self.job is not None and self.job.cancel_event.is_set()
         self.job = None
         self._set_running(False)
-        self.error = message
+        if cancelled and self.kept is not None:
+            self.result = self.kept   # as before the run
+        else:
+            self.error = message
+        self.kept = None
         self._show_state()
 
     def _on_done(self, result: PatchResult, corrupt_text: str) -> None:
-        self.job = None
+        self.job, self.kept = None, None
         self._set_running(False)
         self.result, self.corrupt_text = result, corrupt_text
         self._draw_result()

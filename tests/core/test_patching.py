@@ -14,7 +14,7 @@ import pytest
 
 from core.bundle import load_bundle
 from core.interventions import Interventions, residual_stages
-from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, is_run_of_pair, logit_difference,
+from core.patching import (SWEEPS, bench_patch_sweep, cell_interventions, is_patched_b, is_run_of_pair, logit_difference,
                            patch_arrays, patched_metric, prepare_pair, run_all_sweeps, sweep)
 from core.runners import NumpyRunner, OnnxRunner
 
@@ -100,6 +100,9 @@ def test_the_sweeps_describe_a_and_b_patched_and_no_other_run(pairs, bundle):
     assert not is_run_of_pair(pair, CORRUPT, Interventions())   # B typed as sentence A: another pair's A
     assert not is_run_of_pair(pair, CORRUPT, Interventions(head_mask=heads_off))   # ablated, unpatched
     assert not is_run_of_pair(pair, CLEAN[:-1], None)
+    assert is_patched_b(pair, CORRUPT, cell_interventions(pair, "heads", (1, 2)))
+    assert not is_patched_b(pair, CLEAN, cell_interventions(pair, "heads", (1, 2)))   # A is not B patched
+    assert not is_patched_b(pair, CORRUPT, Interventions())
 
 
 def test_a_head_patched_with_the_corrupt_runs_own_value_changes_nothing(pairs):

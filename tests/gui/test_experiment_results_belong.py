@@ -106,6 +106,34 @@ def test_an_invalid_occlusion_target_hides_the_last_targets_chips_and_table(show
         occlude(runner, clean.input_ids).delta_logprob.tolist(), abs=1e-4, nan_ok=True)
 
 
+def test_run_sweeps_while_a_patched_b_is_shown_runs_them_for_the_a_they_were_run_for(swept, runner):
+    first = swept.result
+    cell = cell_interventions(first.pair, "heads", (1, 2))
+    swept.set_trace(analyse(runner, B, interventions=cell))   # a clicked cell: the sentence bar holds B
+    swept.answer_edit.setText(f"#{first.pair.wrong_id}")   # the user asks another question of the same pair
+    swept.wrong_edit.setText(f"#{first.pair.answer_id}")
+    swept.run_button.click()
+    assert swept.error == "" and swept.result is not None
+    assert swept.result.pair.clean.input_ids.tolist() == first.pair.clean.input_ids.tolist()   # A, not B again
+    assert swept.result.pair.answer_id == first.pair.wrong_id and swept.sweeps.isVisibleTo(swept)
+
+
+def test_cancelling_a_new_run_brings_back_the_sweeps_of_the_run_before(swept):
+    first = swept.result
+    swept.sigRunExperiment.disconnect()   # the new run stays under way until cancelled
+    cancelled = []
+    swept.sigRunExperiment.connect(cancelled.append)
+    swept.run_button.click()
+    assert not swept.sweeps.isVisibleTo(swept) and swept.summary.text() == "running the sweeps…"
+    swept.cancel_button.click()
+    job = cancelled[0]
+    with pytest.raises(Exception, match="cancelled"):
+        job.progress(1, 2)   # the sweep's next checkpoint ends it
+    job.on_error("cancelled")
+    assert swept.result is first and swept.sweeps.isVisibleTo(swept) and "metric =" in swept.summary.text()
+    assert len(swept.figures()) == 4
+
+
 # ---------------------------------------------------------------- in the window: the sentence bar
 
 def test_a_clicked_cell_keeps_the_typed_sentence_a_ctrl_z_away_and_a_hidden_cell_changes_nothing(qtbot, shipped_window):
