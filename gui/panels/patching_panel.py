@@ -9,8 +9,9 @@ and Ctrl+Z there brings A back).
 
 The sweeps are shown only while they describe what is on screen: the trace is A, or B with one of their
 cells patched in, and the B field holds the B they were run with. Otherwise (another sentence typed,
-B edited, a run that failed; a cancelled run brings back the sweeps before it) they are hidden and not exported: a cell of them would patch B with the
-values of a sentence no longer shown, and the summary naming their A and B would be gone.
+B edited, a run that failed) they are hidden and not exported: a cell of them would patch B with the
+values of a sentence no longer shown, and the summary naming their A and B would be gone. A cancelled
+run brings back the sweeps before it.
 """
 from __future__ import annotations
 
