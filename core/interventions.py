@@ -189,6 +189,24 @@ class Interventions:
 
 # ---------------------------------------------------------------- building from sites
 
+def _what_is_off(mask: np.ndarray | None, off) -> np.ndarray | None:
+    """mask while off(mask) switches something off; None (everything on) otherwise."""
+    return mask if mask is not None and np.asarray(off(np.asarray(mask))).any() else None
+
+
+def same_ablations(a: Interventions | None, b: Interventions | None) -> bool:
+    """Whether runs with `a` and with `b` had the same heads and experts switched off, the same way
+    (None, or a mask that switches nothing off, is everything on; patches and routing are not compared)."""
+    a, b = a or Interventions(), b or Interventions()
+    heads = [_what_is_off(i.head_mask, lambda m: m != 1) for i in (a, b)]
+    experts = [_what_is_off(i.experts_off, lambda m: m) for i in (a, b)]
+
+    def equal(x, y) -> bool:
+        return (x is None) == (y is None) and (x is None or np.array_equal(x, y))
+
+    return equal(*heads) and equal(*experts) and (heads[0] is None or a.ablate_mode == b.ablate_mode)
+
+
 def head_mask_off(config: ModelConfig, heads: list[tuple[int, int]]) -> np.ndarray:  # -> [L, H]
     """A head mask with the listed (layer, head) pairs at 0 and every other head at 1."""
     mask = np.ones((config.num_hidden_layers, config.num_attention_heads), np.float32)

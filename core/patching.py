@@ -32,7 +32,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from core.interventions import PATCHES, Interventions, residual_stages, stage_names
+from core.interventions import PATCHES, Interventions, residual_stages, same_ablations, stage_names
 from core.logit_lens import stage_label
 from core.model import expert_terms
 from core.raw_export import csv_text, matrix_csv_text
@@ -165,10 +165,17 @@ def is_patched_b(pair: PatchPair, ids, interventions: Interventions | None) -> b
     return patched and np.array_equal(np.asarray(ids), pair.corrupt.input_ids)
 
 
+def pair_mismatch(pair: PatchPair, ids, interventions: Interventions | None) -> str:
+    """"" when a run of `ids` with `interventions` is one the pair's sweeps describe: A itself, or B with a
+    site patched in, with the heads and experts that were switched off for the sweeps. Else what makes the
+    sweeps another run's result: "A" (another sentence) or "switches" (other heads or experts off)."""
+    if not (np.array_equal(np.asarray(ids), pair.clean.input_ids) or is_patched_b(pair, ids, interventions)):
+        return "A"
+    return "" if same_ablations(interventions, pair.clean.interventions) else "switches"
+
+
 def is_run_of_pair(pair: PatchPair, ids, interventions: Interventions | None) -> bool:
-    """Whether a run of `ids` with `interventions` is one the pair's sweeps describe: A itself, or B with a
-    site patched in. Any other sentence makes the sweeps another's result."""
-    return np.array_equal(np.asarray(ids), pair.clean.input_ids) or is_patched_b(pair, ids, interventions)
+    return not pair_mismatch(pair, ids, interventions)
 
 
 SWEEP_CHUNK = 32  # cells per runner call: the ONNX runner runs them as one batch through its sweep graph

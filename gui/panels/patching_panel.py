@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QLineEdit, QPro
 
 from core.experiment_runs import patch_typed
 from core.logit_lens import STAGES_NOTE
-from core.patching import PairWording, PatchResult, cell_interventions, is_patched_b, is_run_of_pair
+from core.patching import PairWording, PatchResult, cell_interventions, is_patched_b, pair_mismatch
 from gui import figure_pages as pages
 from gui import plotting
 from gui.experiment_job import ExperimentJob, ProgressRelay
@@ -35,7 +35,8 @@ SWEEP_TITLES = {"resid": "Residual stream [stage × position]", "heads": "Heads 
 MIN_VIEW_SIZE = (360, 260)   # a sweep's heatmap stays legible: below two of these side by side, one column
 INTRO = ("Type sentence B (as many tokens as A) and press Run sweeps: four heatmaps then show what patching one "
          "site of A into B does. Metric: 0 = B's value, 1 = A's.")
-CHANGED = {"A": "Sentence A (the sentence bar)", "B": "Sentence B"}
+CHANGED = {"A": "Sentence A (the sentence bar) changed", "B": "Sentence B changed",
+           "switches": "The heads and experts switched off changed"}
 
 
 # The messages name this panel's own fields, not the CLI's flags.
@@ -219,12 +220,13 @@ class PatchingPanel(Panel):
 
     # ------------------------------------------------------------ what is shown
     def stale(self) -> str:
-        """"" when the result describes what is shown, else which sentence changed since its run ("A" or "B")."""
+        """"" when the result describes what is shown, else what changed since its run ("A", "B", "switches")."""
         if self.result is None:
             return ""
-        if self.trace is None or not is_run_of_pair(self.result.pair, self.trace.input_ids, self.trace.interventions):
+        if self.trace is None:
             return "A"
-        return "B" if self.corrupt_edit.text() != self.corrupt_text else ""
+        changed = pair_mismatch(self.result.pair, self.trace.input_ids, self.trace.interventions)
+        return changed or ("B" if self.corrupt_edit.text() != self.corrupt_text else "")
 
     def showing_result(self) -> bool:
         return self.result is not None and self.job is None and not self.stale()
@@ -241,8 +243,8 @@ class PatchingPanel(Panel):
             return f"patching: {self.error}" if self.error else INTRO
         changed = self.stale()
         if changed:
-            return (f"{CHANGED[changed]} changed since the last sweeps, so they are hidden: they were run for "
-                    "the earlier one. Press Run sweeps to run them for the sentences now given.")
+            return (f"{CHANGED[changed]} since the last sweeps, so they are hidden: they were run for what was "
+                    "given then. Press Run sweeps to run them for what is given now.")
         pair = self.result.pair
         return (f"metric = logit({self._piece(pair.answer_id)}) − logit({self._piece(pair.wrong_id)}) after the "
                 f"last token: A {pair.metric_clean:.3g}, B {pair.metric_corrupt:.3g}; cells normalised, 0 = B, "
@@ -294,5 +296,5 @@ class PatchingPanel(Panel):
         if self.job is not None:
             return "The patching sweeps are running."
         if self.result is not None:
-            return f"{CHANGED[self.stale()]} changed since the last patching sweeps: run them again for it."
+            return f"{CHANGED[self.stale()]} since the last patching sweeps: run them again."
         return f"The patching sweeps failed: {self.error}." if self.error else super().why_no_figures()

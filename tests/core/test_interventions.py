@@ -260,3 +260,23 @@ def test_a_graph_without_an_intervention_input_says_to_export_again(bundle, tmp_
     assert np.array_equal(runner.run(IDS).logits, OnnxRunner(bundle).run(IDS).logits)  # plain runs still work
     with pytest.raises(ValueError, match="predates the experts_off intervention; export the bundle again"):
         runner.run(IDS, interventions=Interventions(experts_off=experts_off_mask(bundle.config, [(0, 1)])))
+
+
+def test_same_ablations_compares_what_is_switched_off_not_how_it_is_written():
+    from core.interventions import same_ablations
+
+    on = np.ones((2, 4), np.float32)
+    h1_off = on.copy()
+    h1_off[0, 1] = 0
+    no_expert_off = np.zeros((2, 4), bool)
+    e2_off = no_expert_off.copy()
+    e2_off[1, 2] = True
+    assert same_ablations(None, Interventions())
+    assert same_ablations(None, Interventions(head_mask=on, experts_off=no_expert_off, ablate_mode="mean"))
+    assert same_ablations(Interventions(head_mask=h1_off), Interventions(head_mask=h1_off.copy()))
+    assert not same_ablations(None, Interventions(head_mask=h1_off))
+    assert not same_ablations(Interventions(head_mask=h1_off), Interventions(head_mask=h1_off, ablate_mode="mean"))
+    assert not same_ablations(Interventions(experts_off=e2_off), None)
+    half = on.copy()
+    half[0, 1] = 0.5
+    assert not same_ablations(Interventions(head_mask=half), Interventions(head_mask=h1_off))

@@ -103,6 +103,7 @@ def test_the_sweeps_describe_a_and_b_patched_and_no_other_run(pairs, bundle):
     assert is_patched_b(pair, CORRUPT, cell_interventions(pair, "heads", (1, 2)))
     assert not is_patched_b(pair, CLEAN, cell_interventions(pair, "heads", (1, 2)))   # A is not B patched
     assert not is_patched_b(pair, CORRUPT, Interventions())
+    assert not is_run_of_pair(pair, CLEAN, Interventions(head_mask=heads_off))   # A, but a head switched off since
 
 
 def test_a_head_patched_with_the_corrupt_runs_own_value_changes_nothing(pairs):

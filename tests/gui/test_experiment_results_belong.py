@@ -2,11 +2,13 @@
 new sentence A, an edited B or a failed run hides it, and a clicked cell never loses the sentence the user typed."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from core.bundle import load_bundle
+from core.interventions import Interventions
 from core.occlusion import occlude
 from core.patching import cell_interventions
 from core.runners import OnnxRunner
@@ -65,6 +67,16 @@ def test_a_new_sentence_a_hides_the_sweeps_and_the_sentence_they_were_run_for_sh
     assert swept.sweeps.isVisibleTo(swept) and "metric =" in swept.summary.text()
     swept.plots["resid"].sigCellClicked.emit(0, 3)
     assert swept.clicks == [B]
+
+
+def test_a_head_switched_off_after_the_sweeps_hides_them_until_it_is_on_again(swept, runner, clean):
+    heads_off = np.ones((clean.num_layers, clean.num_heads), np.float32)
+    heads_off[0, 1] = 0
+    swept.set_trace(analyse(runner, A, interventions=Interventions(head_mask=heads_off)))
+    assert_sweeps_hidden(swept)
+    assert swept.summary.text().startswith("The heads and experts switched off changed")
+    swept.set_trace(clean)
+    assert swept.sweeps.isVisibleTo(swept) and len(swept.figures()) == 4
 
 
 def test_an_edited_b_hides_the_sweeps_until_it_is_the_b_they_were_run_for(swept):
