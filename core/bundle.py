@@ -488,18 +488,22 @@ def _dry_run(bundle: Bundle) -> None:
 # ---------------------------------------------------------------- writing
 
 def write_bundle(folder: str | os.PathLike, config: ModelConfig, weights: Mapping[str, np.ndarray],
-                 tokenizer: BPETokenizer, model_card: str, external_data: bool = False) -> Path:
+                 tokenizer: BPETokenizer, model_card: str, external_data: bool = False,
+                 verbatim: Mapping[str, bytes] | None = None) -> Path:
     """Export weights through core's ONNX builder and write a complete bundle folder.
 
     external_data puts the weights in model.onnx.data beside the graph (needed past protobuf's 2 GB).
+    verbatim: files written as given, in place of the ones made here (an import's own tokenizer files).
     All or nothing (core.raw_export.staged_export): a failure, a full disk say, leaves no folder or half a
     bundle behind, an existing folder as it was, and says "cannot write <file>: <why>; nothing was written".
     """
     config.validate()   # before anything is written: config.json must describe these weights exactly
+    files = {TOKENIZER_FILE: tokenizer.json_bytes(),
+             CONFIG_FILE: (json.dumps(config.to_dict(), indent=2) + "\n").encode(),
+             CARD_FILE: model_card.encode("utf-8"), **(verbatim or {})}
     with staged_export(folder) as staged:
         model = build_model(config, weights, staged.path(DATA_FILE) if external_data else None)
         staged.write(MODEL_FILE, model.SerializeToString())
-        staged.write(TOKENIZER_FILE, tokenizer.json_bytes())
-        staged.write(CONFIG_FILE, (json.dumps(config.to_dict(), indent=2) + "\n").encode())
-        staged.write(CARD_FILE, model_card.encode("utf-8"))
+        for name, data in files.items():
+            staged.write(name, data)
     return Path(folder)

@@ -197,11 +197,13 @@ def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Pr
     say(f"converting {len(weights)} tensors to {nbytes / 2**20:,.0f} MB of float32 weights")
     card = model_card(data, config, folder, {str(a.dtype) for a in weights.values()})
     converted = reported(weights, share) if share is not None else weights
-    write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE)
-    # The source's tokenizer files verbatim: exactly what the model shipped with.
-    for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS:
-        if (folder / name).is_file():
-            shutil.copyfile(folder / name, out / name)
+    # The source's tokenizer files verbatim: exactly what the model shipped with (written with the rest, all or none).
+    try:
+        verbatim = {name: (folder / name).read_bytes() for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS
+                    if (folder / name).is_file()}
+    except OSError as exc:
+        raise HFImportError(f"{folder}: cannot read its tokenizer files ({exc.strerror or exc})") from None
+    write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE, verbatim=verbatim)
     return out
 
 

@@ -256,3 +256,27 @@ def test_import_staged_refuses_a_folder_that_is_not_empty(tmp_path, small_tokeni
     with pytest.raises(HFImportError, match="already exists and is not empty"):
         hf_import.import_staged(source, tmp_path / "taken")
     assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+
+
+def test_a_full_disk_while_the_source_tokenizer_files_are_written_leaves_no_half_bundle(tmp_path, small_tokenizer,
+                                                                                          monkeypatch):
+    """The source's tokenizer files are part of the bundle: written with the rest, all or nothing."""
+    import errno
+
+    from core import atomic
+    from core.raw_export import ExportError
+
+    source = tmp_path / "hf"
+    make_hf_folder(source, small_tokenizer, "mixtral")
+    assert (source / "tokenizer_config.json").is_file()
+    write_new_file = atomic.write_new_file
+
+    def disk_full_at_the_extras(path, data):
+        if path.name == "tokenizer_config.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_new_file(path, data)
+
+    monkeypatch.setattr(atomic, "write_new_file", disk_full_at_the_extras)
+    with pytest.raises(ExportError, match="tokenizer_config.json: No space left on device; nothing was written"):
+        import_model(source, tmp_path / "out" / "bundle")
+    assert not (tmp_path / "out").exists()   # nor the parent it made for the bundle
