@@ -117,7 +117,7 @@ def cell_text(trace: Trace, layer: int, head: int, query: int, key: int) -> str:
         return f"{pair}: masked (a query never sees later keys)"
     weight = float(trace.layers[layer].attn[head, query, key])
     score = float(trace.layers[layer].scores[head, query, key])
-    return f"{pair}: weight {weight:.4f} · score {score:.3f} (before softmax)"
+    return f"{pair}: weight {weight:.4f} · pre-softmax {score:.3f}"   # short: it must fit a 1280 x 800 dock's line
 
 
 def numbered_labels(trace: Trace) -> list[str]:
