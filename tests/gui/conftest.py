@@ -86,6 +86,14 @@ def shipped():
     return load_bundle(None)
 
 
+@pytest.fixture(scope="session")
+def shipped_onnx(shipped):
+    """An ONNX runner of the shipped model, built once (the experiment panels' tests run their jobs on it)."""
+    from core.runners import OnnxRunner
+
+    return OnnxRunner(shipped)
+
+
 @pytest.fixture()
 def shipped_window(qtbot, shipped, settings):
     """shipped_window(text, width, height) -> a shown ONNX MainWindow on the shipped model that has analysed

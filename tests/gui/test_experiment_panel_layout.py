@@ -6,9 +6,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint
 
-from core.bundle import load_bundle
 from core.occlusion import occlude
-from core.runners import OnnxRunner
 from core.session import analyse
 from gui import plotting
 from gui.panels.occlusion_panel import OcclusionPanel
@@ -20,8 +18,8 @@ A, B = "订单成功了。订单", "订单取消了。订单"
 
 
 @pytest.fixture(scope="module")
-def runner():
-    return OnnxRunner(load_bundle(None))
+def runner(shipped_onnx):
+    return shipped_onnx
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from core.bundle import load_bundle
 from core.interventions import Interventions
 from core.occlusion import occlude
 from core.patching import cell_interventions
-from core.runners import OnnxRunner
 from core.session import analyse
 from gui.panels.occlusion_panel import OcclusionPanel
 from gui.panels.patching_panel import PatchingPanel
@@ -22,8 +20,8 @@ ENGLISH = "The cat sat on the mat."
 
 
 @pytest.fixture(scope="module")
-def runner():
-    return OnnxRunner(load_bundle(None))
+def runner(shipped_onnx):
+    return shipped_onnx
 
 
 @pytest.fixture(scope="module")
