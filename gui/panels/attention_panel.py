@@ -44,7 +44,7 @@ from gui.wrapped_label import WrappedLabel
 
 # Okabe–Ito: distinguishable for colour-blind readers; more heads than colours cycle through them.
 HEAD_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
-HOVER_HINT = "Hover a cell for its weight and pre-softmax score; click it to select that query and key."
+HOVER_HINT = "Hover a cell for its weight and score; click it to select that query and key."
 ABLATE_CHOICES = (("zero", "zero"), ("mean", "its mean"))   # (Interventions.ablate_mode, shown)
 MIN_WIDTH_SLACK = 40   # px the head view's minimum width may exceed what its labels need
 DEEP_GRID_ROWS = 4       # rows of thumbnails a deep model's grid shows whole
