@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from core.bundle import CARD_FILE, MODEL_FILE, TOKENIZER_FILE, write_bundle
+from core.bundle import CARD_FILE, MAX_CARD_BYTES, MODEL_FILE, TOKENIZER_FILE, write_bundle
 from core.config import FAMILY, ModelConfig
 from core.model import weight_shapes
 from core.safetensors_io import open_checkpoint
@@ -197,14 +197,28 @@ def import_model(folder: str | os.PathLike, out: str | os.PathLike, progress: Pr
     say(f"converting {len(weights)} tensors to {nbytes / 2**20:,.0f} MB of float32 weights")
     card = model_card(data, config, folder, {str(a.dtype) for a in weights.values()})
     converted = reported(weights, share) if share is not None else weights
-    # The source's tokenizer files verbatim: exactly what the model shipped with (written with the rest, all or none).
+    write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE,
+                 verbatim=verbatim_tokenizer_files(folder))
+    return out
+
+
+def verbatim_tokenizer_files(folder: Path) -> dict[str, bytes]:
+    """The source's tokenizer files as they are: exactly what the model shipped with, written with the rest of
+    the bundle (all or none). tokenizer.json was read whole already; a side file past a model card's limit is
+    refused here, as the bundle would refuse it at load (MAX_CARD_BYTES), before its bytes are held."""
+    files = {}
     try:
-        verbatim = {name: (folder / name).read_bytes() for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS
-                    if (folder / name).is_file()}
+        for name in (TOKENIZER_FILE,) + TOKENIZER_EXTRAS:
+            path = folder / name
+            if not path.is_file():
+                continue
+            if name != TOKENIZER_FILE and path.stat().st_size > MAX_CARD_BYTES:
+                raise HFImportError(f"{path}: {path.stat().st_size:,} bytes, over the {MAX_CARD_BYTES:,} a "
+                                    "tokenizer side file may have")
+            files[name] = path.read_bytes()
     except OSError as exc:
         raise HFImportError(f"{folder}: cannot read its tokenizer files ({exc.strerror or exc})") from None
-    write_bundle(out, config, converted, tokenizer, card, external_data=nbytes > EXTERNAL_DATA_ABOVE, verbatim=verbatim)
-    return out
+    return files
 
 
 def content_hash(folder: Path, share: Share | None = None) -> str:

@@ -280,3 +280,16 @@ def test_a_full_disk_while_the_source_tokenizer_files_are_written_leaves_no_half
     with pytest.raises(ExportError, match="tokenizer_config.json: No space left on device; nothing was written"):
         import_model(source, tmp_path / "out" / "bundle")
     assert not (tmp_path / "out").exists()   # nor the parent it made for the bundle
+
+
+def test_an_oversized_tokenizer_side_file_is_refused_before_anything_is_written(tmp_path, small_tokenizer):
+    from core.bundle import MAX_CARD_BYTES
+
+    source = tmp_path / "hf"
+    make_hf_folder(source, small_tokenizer, "mixtral")
+    side = source / "tokenizer_config.json"
+    text = side.read_text()
+    side.write_text(text + " " * (MAX_CARD_BYTES + 1 - len(text.encode())))   # still valid JSON, one byte too long
+    with pytest.raises(HFImportError, match=r"tokenizer_config.json: 1,048,577 bytes, over the 1,048,576"):
+        import_model(source, tmp_path / "out" / "bundle")
+    assert not (tmp_path / "out").exists()
